@@ -1,0 +1,1 @@
+"""One module per ``inferslice`` subcommand (see inferslice/cli.py)."""

@@ -1,0 +1,127 @@
+"""``SliceSnapshot`` and ``Reference``: what the platform knows about one slice over one window.
+
+Field names and units are the ``inferslice diagnose`` line contract (seconds, bits per second,
+ratios 0-1). Every field but ``slice`` may be missing (``None``); consumers say what they lacked
+rather than guess. ``snapshot_from_dict`` is the one place untrusted input becomes a snapshot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from inferslice.errors import InputError
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A slice's unconstrained behaviour: low load, no binding link."""
+
+    ttft_p50_s: float | None = None
+    ttft_mean_s: float | None = None
+    tpot_p50_s: float | None = None
+    tpot_mean_s: float | None = None
+    output_tokens_per_s: float | None = None
+    source: str = "unset"  # "learned", "configured" or "unset": the evidence says which
+    samples: int = 0
+
+
+@dataclass(frozen=True)
+class SliceSnapshot:
+    slice: str
+    id: str | None = None
+    window_end_s: float | None = None  # unix time at the end of the window the values cover
+    window_s: float | None = None
+    slo_ttft_p99_s: float | None = None
+    slo_tpot_p99_s: float | None = None
+    ttft_p50_s: float | None = None
+    ttft_p99_s: float | None = None
+    ttft_mean_s: float | None = None
+    tpot_p50_s: float | None = None
+    tpot_p99_s: float | None = None
+    tpot_mean_s: float | None = None
+    output_tokens_per_s: float | None = None
+    request_rate: float | None = None
+    link_rx_bps: float | None = None
+    link_tx_bps: float | None = None
+    link_cap_bps: float | None = None
+    requests_waiting: float | None = None
+    requests_running: float | None = None
+    queue_time_p99_s: float | None = None
+    replicas: float | None = None
+    replicas_max: float | None = None
+    gpu_utilization: float | None = None
+    gpu_share: float | None = None
+    kv_cache_usage: float | None = None
+    preemptions_per_s: float | None = None
+    ref_ttft_p50_s: float | None = None
+    ref_ttft_mean_s: float | None = None
+    ref_tpot_p50_s: float | None = None
+    ref_tpot_mean_s: float | None = None
+    ref_output_tokens_per_s: float | None = None
+
+    def reference(self) -> Reference | None:
+        """The reference carried inline (``ref_*`` keys), if any."""
+        ref = Reference(
+            ttft_p50_s=self.ref_ttft_p50_s,
+            ttft_mean_s=self.ref_ttft_mean_s,
+            tpot_p50_s=self.ref_tpot_p50_s,
+            tpot_mean_s=self.ref_tpot_mean_s,
+            output_tokens_per_s=self.ref_output_tokens_per_s,
+            source="input",
+        )
+        if all(v is None for v in (ref.ttft_p50_s, ref.ttft_mean_s, ref.tpot_p50_s, ref.tpot_mean_s, ref.output_tokens_per_s)):
+            return None
+        return ref
+
+    def with_reference(self, ref: Reference) -> SliceSnapshot:
+        """Fill the ``ref_*`` fields from a learned/configured reference where the input left them out."""
+        return dataclasses.replace(
+            self,
+            ref_ttft_p50_s=self.ref_ttft_p50_s if self.ref_ttft_p50_s is not None else ref.ttft_p50_s,
+            ref_ttft_mean_s=self.ref_ttft_mean_s if self.ref_ttft_mean_s is not None else ref.ttft_mean_s,
+            ref_tpot_p50_s=self.ref_tpot_p50_s if self.ref_tpot_p50_s is not None else ref.tpot_p50_s,
+            ref_tpot_mean_s=self.ref_tpot_mean_s if self.ref_tpot_mean_s is not None else ref.tpot_mean_s,
+            ref_output_tokens_per_s=(
+                self.ref_output_tokens_per_s if self.ref_output_tokens_per_s is not None else ref.output_tokens_per_s
+            ),
+        )
+
+    def to_dict(self, drop_none: bool = True) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        return {k: v for k, v in out.items() if v is not None} if drop_none else out
+
+
+SNAPSHOT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(SliceSnapshot))
+NUMERIC_FIELDS: frozenset[str] = frozenset(SNAPSHOT_FIELDS) - {"slice", "id"}
+# Ratios must lie in 0-1; everything else numeric must be finite and >= 0.
+RATIO_FIELDS: frozenset[str] = frozenset({"gpu_utilization", "gpu_share", "kv_cache_usage"})
+
+
+def snapshot_from_dict(data: Mapping[str, Any]) -> SliceSnapshot:
+    """Validate one input object (unknown keys ignored); ``InputError`` names the bad field."""
+    if not isinstance(data, Mapping):
+        raise InputError("expected a JSON object")
+    name = data.get("slice")
+    if not isinstance(name, str) or not name:
+        raise InputError("required, a non-empty string", "slice")
+    raw_id = data.get("id")
+    if raw_id is not None and not isinstance(raw_id, (str, int)) or isinstance(raw_id, bool):
+        raise InputError("must be a string or an integer", "id")
+    values: dict[str, Any] = {"slice": name, "id": None if raw_id is None else str(raw_id)}
+    for key in NUMERIC_FIELDS:
+        if key not in data or data[key] is None:
+            continue
+        value = data[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InputError(f"must be a number, got {type(value).__name__}", key)
+        value = float(value)
+        if not math.isfinite(value) or value < 0:
+            raise InputError(f"must be a finite number >= 0, got {value}", key)
+        if key in RATIO_FIELDS and value > 1.0:
+            raise InputError(f"is a ratio in 0-1, got {value}", key)
+        values[key] = value
+    return SliceSnapshot(**values)
