@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 
-class ActionKind(str, enum.Enum):
+class ActionKind(enum.StrEnum):
     SET_REPLICAS = "set_replicas"
     SET_CAP = "set_cap"
     RELOCATE = "relocate"

@@ -26,12 +26,12 @@ COMMANDS: dict[str, str] = {
 }
 
 
-def build_parser(load_modules: bool = True) -> argparse.ArgumentParser:
+def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="inferslice", description=__doc__.splitlines()[0] if __doc__ else None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        if load_modules:
+        if name == selected:
             try:
                 module = importlib.import_module(f"inferslice.commands.{name}")
             except ImportError as err:  # a missing optional dependency disables just this command
@@ -44,7 +44,7 @@ def build_parser(load_modules: bool = True) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(load_modules=bool(argv) and argv[0] in COMMANDS)
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

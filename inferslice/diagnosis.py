@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-class Regime(str, enum.Enum):
+class Regime(enum.StrEnum):
     HEALTHY = "healthy"
     QUEUE_LIMITED = "queue_limited"
     NETWORK_LIMITED = "network_limited"
@@ -18,7 +18,7 @@ class Regime(str, enum.Enum):
 BINDING_REGIMES: tuple[Regime, ...] = (Regime.QUEUE_LIMITED, Regime.NETWORK_LIMITED, Regime.COMPUTE_LIMITED)
 
 
-class SloState(str, enum.Enum):
+class SloState(enum.StrEnum):
     MET = "met"
     BREACHED = "breached"
     AT_RISK = "at_risk"

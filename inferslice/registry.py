@@ -122,20 +122,56 @@ def read_registry(path: str | Path) -> Registry:
         raise SourceUnavailable(f"no testbed registry at {p} (is the testbed up?)") from None
     except OSError as err:
         raise SourceUnavailable(f"cannot read {p}: {err.strerror}") from None
-    return registry_from_json(text)
+    return _merge_fragments(registry_from_json(text), p.parent)
 
 
-def write_registry(reg: Registry, path: str | Path) -> None:
-    """Write atomically so a reader never sees half a file."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / REGISTRY_FILE
+def replicas_fragment_path(state_dir: str | Path, tier: str) -> Path:
+    """Each tier's serving front owns the list of its replicas in a fragment of its own, so no two
+    processes ever write the same file; ``read_registry`` merges the fragments."""
+    return Path(state_dir) / f"replicas-{tier}.json"
+
+
+def write_replicas_fragment(state_dir: str | Path, tier: str, replicas: list[ReplicaEntry]) -> None:
+    _atomic_write(replicas_fragment_path(state_dir, tier), [asdict(r) for r in replicas])
+
+
+def _merge_fragments(reg: Registry, state_dir: Path) -> Registry:
+    merged = {r.id: r for r in reg.replicas}
+    for frag in sorted(state_dir.glob("replicas-*.json")):
+        try:
+            items = json.loads(frag.read_text())
+            for item in items:
+                entry = ReplicaEntry(**item)
+                merged[entry.id] = entry
+        except (OSError, json.JSONDecodeError, TypeError) as err:
+            raise ParseError(f"registry fragment {frag.name}: {err}") from None
+    return Registry(
+        topology_path=reg.topology_path,
+        state_dir=reg.state_dir,
+        updated_s=reg.updated_s,
+        replicas=tuple(sorted(merged.values(), key=lambda r: r.id)),
+        fronts=reg.fronts,
+        links=reg.links,
+        services=reg.services,
+        pids=reg.pids,
+    )
+
+
+def _atomic_write(p: Path, payload: Any) -> None:
     p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".registry-")
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-")
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(reg.to_dict(), fh, indent=1, sort_keys=True)
+            json.dump(payload, fh, indent=1, sort_keys=True)
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_registry(reg: Registry, path: str | Path) -> None:
+    """Write atomically so a reader never sees half a file. Replica lists live in fragments."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / REGISTRY_FILE
+    _atomic_write(p, reg.to_dict())

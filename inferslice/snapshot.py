@@ -109,7 +109,7 @@ def snapshot_from_dict(data: Mapping[str, Any]) -> SliceSnapshot:
     if not isinstance(name, str) or not name:
         raise InputError("required, a non-empty string", "slice")
     raw_id = data.get("id")
-    if raw_id is not None and not isinstance(raw_id, (str, int)) or isinstance(raw_id, bool):
+    if (raw_id is not None and not isinstance(raw_id, (str, int))) or isinstance(raw_id, bool):
         raise InputError("must be a string or an integer", "id")
     values: dict[str, Any] = {"slice": name, "id": None if raw_id is None else str(raw_id)}
     for key in NUMERIC_FIELDS:

@@ -24,7 +24,7 @@ from inferslice.errors import ConfigError
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,14}$"
 
 
-class LatencyTier(str, enum.Enum):
+class LatencyTier(enum.StrEnum):
     """RTT classes of the brief's WAN measurement (90 directed node pairs)."""
 
     INTRA_POP = "intra_pop"
@@ -34,7 +34,7 @@ class LatencyTier(str, enum.Enum):
     DISTANT = "distant"
 
 
-class Parallelism(str, enum.Enum):
+class Parallelism(enum.StrEnum):
     REPLICATION = "replication"
     PIPELINE = "pipeline"
     TENSOR = "tensor"
@@ -216,7 +216,7 @@ class Topology(_Model):
             for b in self.tiers[i + 1 :]:
                 if a.subnet.overlaps(b.subnet):
                     raise ValueError(f"tiers {a.name!r} and {b.name!r} have overlapping subnets")
-        load: Counter[tuple[str, int]] = Counter()
+        load: dict[tuple[str, int], float] = {}
         for ti, tier in enumerate(self.tiers):
             for si, slot in enumerate(tier.placement[: tier.replicas_max]):
                 pop, gpu = parse_slot(slot)
@@ -224,13 +224,13 @@ class Topology(_Model):
                     raise ValueError(f"tiers[{ti}].placement[{si}] names unknown PoP {pop!r}")
                 if gpu >= pops[pop].gpus:
                     raise ValueError(f"tiers[{ti}].placement[{si}] names gpu{gpu} but {pop} has {pops[pop].gpus}")
-                load[(pop, gpu)] += tier.gpu_per_replica  # type: ignore[assignment]
+                load[(pop, gpu)] = load.get((pop, gpu), 0.0) + tier.gpu_per_replica
         over = {f"{p}/gpu{g}": v for (p, g), v in load.items() if v > 1.0 + 1e-9}
         if over:
             raise ValueError(f"GPU slots oversubscribed at the tiers' ceilings: {over}")
-        for pop in self.pops:
-            if pop.name != self.client.gateway and not self.link_between(self.client.gateway, pop.name):
-                raise ValueError(f"PoP {pop.name!r} has no link to the gateway {self.client.gateway!r}")
+        for p in self.pops:
+            if p.name != self.client.gateway and not self.link_between(self.client.gateway, p.name):
+                raise ValueError(f"PoP {p.name!r} has no link to the gateway {self.client.gateway!r}")
         return self
 
     # -- lookups -------------------------------------------------------------------------------

@@ -1,0 +1,35 @@
+"""``RequestRecord``: one client-side request as the load generator (or edge proxy) saw it.
+
+The load generator emits these to observers; the client-perceived latency exporter
+(``inferslice.exporters.requests``) records them with OpenTelemetry. Neither imports the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    slice: str
+    start_s: float  # wall-clock (time.time()) when the request was sent
+    success: bool
+    ttft_s: float | None = None  # first content chunk
+    e2e_s: float | None = None
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    itl_s: tuple[float, ...] = field(default=(), repr=False)  # gaps between content chunks
+    error: str | None = None
+    model: str = ""
+    server_address: str = ""
+
+    @property
+    def tpot_s(self) -> float | None:
+        """vLLM bench's per-request TPOT: (e2e - ttft) / (output_tokens - 1)."""
+        if self.ttft_s is None or self.e2e_s is None or self.output_tokens < 2:
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+
+
+RecordObserver = Callable[[RequestRecord], None]
