@@ -1,0 +1,40 @@
+# The two README commands are `make demo` and `make test`; both set up whatever is missing first.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+APT_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter openvswitch-switch iperf3 iproute2 python3-venv
+OUT ?= demo-out
+
+.PHONY: setup apt venv test lint demo bench clean
+
+setup: apt venv
+
+apt:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml setup.py
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip setuptools wheel
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $@
+
+lint: venv
+	VENV_BIN=$(abspath $(VENV))/bin .ci/lint.sh
+
+test: setup lint
+	$(VENV)/bin/pytest -q
+
+demo: setup
+	$(VENV)/bin/inferslice demo --out $(OUT)
+
+bench: setup
+	$(VENV)/bin/inferslice bench all --out bench/results
+
+clean:
+	-$(VENV)/bin/inferslice testbed down
+	rm -rf .typecheck .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The diagnosis API (FastAPI): on top of everything, imported by nothing."""
