@@ -1,0 +1,1 @@
+"""Scenarios: the paper's experiments on the testbed, and the fidelity report."""
