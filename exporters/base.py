@@ -43,6 +43,20 @@ class GuardedCollector(Collector):
         return list(self._sources)
 
     def collect(self) -> Iterator[Metric]:
+        # Several sources may export the same metric (kernel, HTB and OVS all count link bytes): one
+        # family per name keeps the exposition valid (a second "# TYPE" line for a name is an error).
+        merged: dict[str, Metric] = {}
+        for family in self._collect_sources():
+            first = merged.get(family.name)
+            if first is None:
+                merged[family.name] = family
+            elif first.type == family.type:
+                first.samples.extend(family.samples)
+            else:
+                log.warning("metric %s exported as %s and %s; keeping the first", family.name, first.type, family.type)
+        yield from merged.values()
+
+    def _collect_sources(self) -> Iterator[Metric]:
         up = GaugeMetricFamily(mn.SOURCE_UP, "1 if the source was read on this scrape, 0 if it was down", labels=["source"])
         duration = GaugeMetricFamily(mn.SOURCE_SCRAPE_DURATION, "Time spent reading the source on this scrape", labels=["source"])
         for source in self._sources:

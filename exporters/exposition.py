@@ -32,6 +32,16 @@ _SUFFIXES: dict[str, tuple[str, ...]] = {
     "info": ("", "_info"),
 }
 _UNESCAPE = {"\\": "\\", '"': '"', "n": "\n"}
+# Fast path for a well-formed sample line; anything else goes through the careful scanner, which
+# also produces the error message.
+_LABEL_RE = r'[a-zA-Z_][a-zA-Z0-9_]*[ \t]*=[ \t]*"(?:[^"\\]|\\.)*"'
+_FAST_SAMPLE = re.compile(
+    r"([a-zA-Z_:][a-zA-Z0-9_:]*)"
+    r"(?:[ \t]*\{[ \t]*((?:" + _LABEL_RE + r"[ \t]*,[ \t]*)*(?:" + _LABEL_RE + r")?)[ \t]*,?[ \t]*\})?"
+    r"[ \t]+(\S+)(?:[ \t]+(\S+))?"
+)
+_FAST_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"')
+_ESCAPE = re.compile(r"\\(.)")
 
 
 @dataclass(frozen=True)
@@ -163,15 +173,41 @@ def _parse_labels(line: str, pos: int, lineno: int) -> tuple[tuple[tuple[str, st
             raise ParseError(f"line {lineno}: expected ',' or '}}' after label {key!r}")
 
 
+def _unescape_value(text: str) -> str:
+    return _ESCAPE.sub(lambda m: _UNESCAPE.get(m.group(1), m.group(0)), text) if "\\" in text else text
+
+
 def _parse_sample(line: str, lineno: int) -> Sample:
+    fast = _FAST_SAMPLE.fullmatch(line)
+    if fast is not None:
+        name, body, value_text, ts_text = fast.groups()
+        fast_labels: tuple[tuple[str, str], ...] = ()
+        if body:
+            fast_labels = tuple((k, _unescape_value(v)) for k, v in _FAST_LABEL.findall(body))
+            if len({k for k, _ in fast_labels}) != len(fast_labels):
+                raise ParseError(f"line {lineno}: duplicate label in {name!r}")
+        value = _parse_float(value_text, "value", lineno)
+        timestamp = None
+        if ts_text is not None:
+            timestamp = _parse_float(ts_text, "timestamp", lineno)
+            if not math.isfinite(timestamp):
+                raise ParseError(f"line {lineno}: timestamp is not finite")
+        return Sample(name, fast_labels, value, timestamp)
+    return _parse_sample_slow(line, lineno)
+
+
+def _parse_sample_slow(line: str, lineno: int) -> Sample:
     m = _NAME.match(line)
     if not m:
         raise ParseError(f"line {lineno}: not a metric name: {line[:40]!r}")
     name = m.group(0)
     pos = m.end()
     labels: tuple[tuple[str, str], ...] = ()
-    if pos < len(line) and line[pos] == "{":
-        labels, pos = _parse_labels(line, pos, lineno)
+    brace = pos
+    while brace < len(line) and line[brace] in " \t":
+        brace += 1
+    if brace < len(line) and line[brace] == "{":
+        labels, pos = _parse_labels(line, brace, lineno)
     rest = line[pos:]
     if rest and rest[0] not in " \t":
         raise ParseError(f"line {lineno}: junk after metric name {name!r}")

@@ -78,3 +78,5 @@ DIAGNOSIS_REGIME = "inferslice_diagnosis_regime"  # {slice,regime} 1 for the cur
 DIAGNOSIS_CONFIDENCE = "inferslice_diagnosis_confidence"  # {slice}
 DIAGNOSIS_EPISODES = "inferslice_diagnosis_episodes_total"  # {slice,regime}
 CONTROL_ACTIONS = "inferslice_control_actions_total"  # {slice,kind,outcome}
+API_REQUESTS = "inferslice_api_requests_total"  # {method,route,status} requests served by the diagnosis API
+API_REQUEST_DURATION = "inferslice_api_request_duration_seconds"  # histogram {method,route}

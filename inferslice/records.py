@@ -31,5 +31,14 @@ class RequestRecord:
             return None
         return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
 
+    @property
+    def error_type(self) -> str:
+        """Low-cardinality failure class (OTel ``error.type``): ``error`` up to its first ':'
+        (the load generator writes ``"<type>: <detail>"``, e.g. ``"500: ..."``, ``"timeout: ..."``)."""
+        if self.success:
+            return ""
+        head = (self.error or "").partition(":")[0].strip()
+        return head if head and len(head) <= 64 and " " not in head else "_OTHER"
+
 
 RecordObserver = Callable[[RequestRecord], None]

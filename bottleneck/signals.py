@@ -1,0 +1,261 @@
+"""Read one group of snapshot fields into a tri-state verdict (True / False / None = cannot tell).
+
+Each reader returns a ``Reading``: the verdict, the evidence it rests on and the fields it wanted but
+did not get. The classifier combines readings; it never looks at raw fields itself, so every number
+it uses appears in the evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inferslice.bottleneck.thresholds import Thresholds
+from inferslice.diagnosis import Evidence, SloState
+from inferslice.snapshot import SliceSnapshot
+
+TTFT_FIELDS = ("ttft_p50_s", "ttft_p99_s", "ttft_mean_s")
+TPOT_FIELDS = ("tpot_p50_s", "tpot_p99_s", "tpot_mean_s")
+LINK_FIELDS = ("link_rx_bps", "link_cap_bps")
+QUEUE_FIELDS = ("requests_waiting", "queue_time_p99_s", "replicas", "replicas_max")
+COMPUTE_FIELDS = ("gpu_utilization", "kv_cache_usage", "preemptions_per_s", "gpu_share")
+
+
+@dataclass(frozen=True)
+class Reading:
+    state: bool | None  # None: the fields present cannot tell
+    evidence: tuple[Evidence, ...] = ()
+    missing: tuple[str, ...] = ()
+    used_reference: bool = False  # False: only absolute (SLO-derived) thresholds were available
+    hits: int = 0  # confirming signals that crossed (queue, compute)
+    strong_hits: int = 0  # confirmations that are not mere utilisation
+
+
+def _ratio_evidence(signal: str, value: float, ref: float, ratio: float, note: str, below: bool = False) -> Evidence:
+    threshold = ref * ratio
+    crossed = value < threshold if below else value >= threshold and value > ref
+    return Evidence(signal, value, reference=ref, threshold=threshold, crossed=crossed, note=note)
+
+
+def slo_ttft_s(snap: SliceSnapshot, th: Thresholds) -> float:
+    return snap.slo_ttft_p99_s if snap.slo_ttft_p99_s is not None and snap.slo_ttft_p99_s > 0 else th.default_slo_ttft_p99_s
+
+
+def ttft(snap: SliceSnapshot, th: Thresholds) -> Reading:
+    """Is TTFT inflated, against the slice's reference and/or its SLO?"""
+    slo = slo_ttft_s(snap, th)
+    ev: list[Evidence] = []
+    used_ref = False
+    if snap.ttft_p99_s is not None:
+        ev.append(Evidence("ttft_p99_s", snap.ttft_p99_s, threshold=slo, crossed=snap.ttft_p99_s > slo, note="P99 TTFT vs SLO"))
+    ref_center = snap.ref_ttft_p50_s if snap.ref_ttft_p50_s is not None else snap.ref_ttft_mean_s
+    for field, value, ref in (
+        ("ttft_p50_s", snap.ttft_p50_s, snap.ref_ttft_p50_s if snap.ref_ttft_p50_s is not None else snap.ref_ttft_mean_s),
+        ("ttft_mean_s", snap.ttft_mean_s, snap.ref_ttft_mean_s if snap.ref_ttft_mean_s is not None else snap.ref_ttft_p50_s),
+    ):
+        if value is None:
+            continue
+        if ref is not None and ref > 0:
+            used_ref = True
+            ev.append(_ratio_evidence(field, value, ref, th.ttft_inflation_ratio, "TTFT vs reference"))
+        else:
+            # A median or mean above the P99 SLO means the SLO is certainly breached.
+            ev.append(Evidence(field, value, threshold=slo, crossed=value > slo, note="no TTFT reference: vs SLO"))
+    if snap.ttft_p99_s is not None and ref_center is not None and ref_center > 0:
+        used_ref = True
+        ev.append(
+            _ratio_evidence("ttft_p99_s_vs_ref", snap.ttft_p99_s, ref_center, th.ttft_tail_inflation_ratio, "P99 TTFT vs reference centre")
+        )
+    if not ev:
+        return Reading(None, missing=TTFT_FIELDS)
+    return Reading(any(e.crossed for e in ev), tuple(ev), used_reference=used_ref or snap.slo_ttft_p99_s is not None)
+
+
+def tpot(snap: SliceSnapshot, th: Thresholds) -> Reading:
+    """Is TPOT (token delivery) inflated against the reference, the TPOT SLO or the absolute fallback?"""
+    ev: list[Evidence] = []
+    used_ref = False
+    if snap.slo_tpot_p99_s is not None and snap.tpot_p99_s is not None and snap.slo_tpot_p99_s > 0:
+        used_ref = True
+        ev.append(
+            Evidence(
+                "tpot_p99_s",
+                snap.tpot_p99_s,
+                threshold=snap.slo_tpot_p99_s,
+                crossed=snap.tpot_p99_s > snap.slo_tpot_p99_s,
+                note="vs TPOT SLO",
+            )
+        )
+    ref_p50 = snap.ref_tpot_p50_s if snap.ref_tpot_p50_s is not None and snap.ref_tpot_p50_s > 0 else None
+    ref_mean = snap.ref_tpot_mean_s if snap.ref_tpot_mean_s is not None and snap.ref_tpot_mean_s > 0 else None
+    center = ref_p50 if ref_p50 is not None else ref_mean
+    if center is not None:
+        used_ref = True
+        if snap.tpot_p50_s is not None:
+            ev.append(_ratio_evidence("tpot_p50_s", snap.tpot_p50_s, ref_p50 or center, th.tpot_inflation_ratio, "TPOT vs reference"))
+        if snap.tpot_mean_s is not None:
+            ev.append(_ratio_evidence("tpot_mean_s", snap.tpot_mean_s, ref_mean or center, th.tpot_inflation_ratio, "TPOT vs reference"))
+        if snap.tpot_p99_s is not None:
+            ev.append(
+                _ratio_evidence("tpot_p99_s_vs_ref", snap.tpot_p99_s, center, th.tpot_tail_inflation_ratio, "P99 TPOT vs reference centre")
+            )
+    elif not used_ref:
+        for field in TPOT_FIELDS:
+            value = getattr(snap, field)
+            if value is not None:
+                ev.append(
+                    Evidence(
+                        field,
+                        value,
+                        threshold=th.fallback_tpot_s,
+                        crossed=value > th.fallback_tpot_s,
+                        note="no reference: absolute ceiling",
+                    )
+                )
+    if not ev:
+        return Reading(None, missing=TPOT_FIELDS)
+    missing = () if used_ref else ("ref_tpot_p50_s",)
+    return Reading(any(e.crossed for e in ev), tuple(ev), missing=missing, used_reference=used_ref)
+
+
+def tokens(snap: SliceSnapshot, th: Thresholds) -> Reading:
+    """Has output throughput fallen below the reference? (None without both numbers.)"""
+    value, ref = snap.output_tokens_per_s, snap.ref_output_tokens_per_s
+    if value is None:
+        return Reading(None, missing=("output_tokens_per_s",))
+    if ref is None or ref <= 0:
+        return Reading(
+            None, (Evidence("output_tokens_per_s", value, note="no reference throughput"),), missing=("ref_output_tokens_per_s",)
+        )
+    e = _ratio_evidence("output_tokens_per_s", value, ref, th.tokens_drop_ratio, "throughput vs reference", below=True)
+    return Reading(e.crossed, (e,), used_reference=True)
+
+
+def link(snap: SliceSnapshot, th: Thresholds) -> Reading:
+    """Is the link at its cap? Saturation alone is reported, never judged: the classifier decides."""
+    rates = [r for r in (snap.link_rx_bps, snap.link_tx_bps) if r is not None]
+    cap = snap.link_cap_bps
+    if not rates or cap is None or cap <= 0:
+        missing = tuple(f for f, v in (("link_rx_bps", rates or None), ("link_cap_bps", cap if cap else None)) if v is None)
+        return Reading(None, missing=missing)
+    peak = max(rates)
+    util = peak / cap
+    e = Evidence(
+        "link_utilization",
+        util,
+        reference=cap,
+        threshold=th.link_binding_ratio,
+        crossed=util >= th.link_binding_ratio,
+        note=f"max(rx, tx) {peak:.4g} bps of cap {cap:.4g} bps",
+    )
+    return Reading(e.crossed, (e,))
+
+
+def queue(snap: SliceSnapshot, th: Thresholds) -> Reading:
+    """Queue confirmations: requests held back, queue time, autoscaler at its ceiling."""
+    ev: list[Evidence] = []
+    if snap.requests_waiting is not None:
+        ev.append(
+            Evidence(
+                "requests_waiting",
+                snap.requests_waiting,
+                threshold=th.requests_waiting_min,
+                crossed=snap.requests_waiting > th.requests_waiting_min,
+                note="requests held back",
+            )
+        )
+    if snap.queue_time_p99_s is not None:
+        limit = th.queue_time_confirm_ratio * slo_ttft_s(snap, th)
+        ev.append(
+            Evidence(
+                "queue_time_p99_s", snap.queue_time_p99_s, threshold=limit, crossed=snap.queue_time_p99_s > limit, note="P99 queue time"
+            )
+        )
+    if snap.replicas is not None and snap.replicas_max is not None and snap.replicas_max > 0:
+        ev.append(
+            Evidence(
+                "replicas",
+                snap.replicas,
+                reference=snap.replicas_max,
+                threshold=snap.replicas_max,
+                crossed=snap.replicas >= snap.replicas_max,
+                note="replicas at the tier's ceiling",
+            )
+        )
+    hits = sum(e.crossed for e in ev)
+    missing = tuple(f for f in QUEUE_FIELDS if getattr(snap, f) is None)
+    return Reading(bool(hits) if ev else None, tuple(ev), missing, hits=hits, strong_hits=hits)
+
+
+def compute(snap: SliceSnapshot, th: Thresholds) -> Reading:
+    """Compute confirmations; GPU utilisation counts only as a weak one."""
+    ev: list[Evidence] = []
+    strong = 0
+    if snap.gpu_utilization is not None:
+        ev.append(
+            Evidence(
+                "gpu_utilization",
+                snap.gpu_utilization,
+                threshold=th.gpu_utilization_high,
+                crossed=snap.gpu_utilization >= th.gpu_utilization_high,
+                note="utilisation alone never decides",
+            )
+        )
+    for field, value, threshold, crossed, note in (
+        (
+            "kv_cache_usage",
+            snap.kv_cache_usage,
+            th.kv_cache_high,
+            snap.kv_cache_usage is not None and snap.kv_cache_usage >= th.kv_cache_high,
+            "KV cache nearly full",
+        ),
+        (
+            "preemptions_per_s",
+            snap.preemptions_per_s,
+            th.preemptions_min_per_s,
+            snap.preemptions_per_s is not None and snap.preemptions_per_s > th.preemptions_min_per_s,
+            "sequences preempted",
+        ),
+        (
+            "gpu_share",
+            snap.gpu_share,
+            th.gpu_share_reduced,
+            snap.gpu_share is not None and snap.gpu_share < th.gpu_share_reduced,
+            "effective/allocated GPU share",
+        ),
+    ):
+        if value is None:
+            continue
+        ev.append(Evidence(field, value, threshold=threshold, crossed=crossed, note=note))
+        strong += crossed
+    hits = sum(e.crossed for e in ev)
+    missing = tuple(f for f in COMPUTE_FIELDS if getattr(snap, f) is None)
+    return Reading(bool(hits) if ev else None, tuple(ev), missing, hits=hits, strong_hits=strong)
+
+
+def _state_of(value: float | None, slo: float | None, th: Thresholds) -> SloState:
+    if value is None or slo is None or slo <= 0:
+        return SloState.UNKNOWN
+    if value > slo:
+        return SloState.BREACHED
+    if value > th.slo_at_risk_ratio * slo:
+        return SloState.AT_RISK
+    return SloState.MET
+
+
+def slo_state(snap: SliceSnapshot, th: Thresholds) -> SloState:
+    """TTFT decides (the brief's SLO); a TPOT SLO, when set, can only make it worse."""
+    slo = slo_ttft_s(snap, th)
+    ttft_state = _state_of(snap.ttft_p99_s, slo, th)
+    if ttft_state is SloState.UNKNOWN:
+        # Without a P99, a median or mean already above the SLO proves a breach; nothing proves it met.
+        center = max((v for v in (snap.ttft_p50_s, snap.ttft_mean_s) if v is not None), default=None)
+        if center is not None and center > slo:
+            ttft_state = SloState.BREACHED
+    tpot_state = _state_of(snap.tpot_p99_s, snap.slo_tpot_p99_s, th)
+    if SloState.BREACHED in (ttft_state, tpot_state):
+        return SloState.BREACHED
+    if ttft_state is SloState.UNKNOWN:
+        return SloState.UNKNOWN
+    if SloState.AT_RISK in (ttft_state, tpot_state):
+        return SloState.AT_RISK
+    return SloState.MET

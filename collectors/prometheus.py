@@ -1,0 +1,134 @@
+"""``PrometheusSource``: snapshots from a Prometheus server's HTTP API, one query per field for all slices."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from inferslice.collectors.fields import FieldSettings, field_specs, render_promql
+from inferslice.collectors.source import SliceConfig, assemble_snapshot, find_slice
+from inferslice.errors import ConfigError, ParseError, SourceUnavailable
+from inferslice.snapshot import SliceSnapshot
+
+
+@dataclass(frozen=True)
+class PrometheusSettings:
+    base_url: str = "http://127.0.0.1:9090"  # the testbed's Prometheus
+    timeout_s: float = 5.0  # a PromQL query over a few minutes of data answers in milliseconds; 5 s means it is down
+    window_s: float = 10.0  # five scrapes at the testbed's 2 s interval, well inside a 20-30 s load step
+
+
+@dataclass(frozen=True)
+class VectorSample:
+    labels: Mapping[str, str]
+    value: float  # NaN and +-Inf kept as Prometheus sent them
+
+
+def parse_query_response(body: Any) -> tuple[VectorSample, ...]:
+    """An ``/api/v1/query`` answer of type vector (or scalar) -> samples; ``ParseError`` on anything else."""
+    if not isinstance(body, dict) or body.get("status") != "success":
+        raise ParseError(f"prometheus: not a success response: {str(body)[:200]}")
+    data = body.get("data")
+    if not isinstance(data, dict):
+        raise ParseError("prometheus: response without data")
+    kind, result = data.get("resultType"), data.get("result")
+    try:
+        if kind == "vector" and isinstance(result, list):
+            return tuple(VectorSample(dict(item.get("metric", {})), float(item["value"][1])) for item in result)
+        if kind == "scalar" and isinstance(result, list):
+            return (VectorSample({}, float(result[1])),)
+    except (KeyError, IndexError, TypeError, ValueError) as err:
+        raise ParseError(f"prometheus: malformed {kind} result: {err}") from None
+    raise ParseError(f"prometheus: unexpected result type {kind!r}")
+
+
+def by_slice(samples: Sequence[VectorSample]) -> dict[str, float]:
+    return {s.labels["slice"]: s.value for s in samples if "slice" in s.labels}
+
+
+class PrometheusSource:
+    """``MetricSource`` over Prometheus's HTTP API (``/api/v1/query`` with ``time=``).
+
+    ``transport`` lets tests inject an ``httpx.MockTransport``; in production leave it ``None``.
+    """
+
+    def __init__(
+        self,
+        slices: Sequence[SliceConfig],
+        settings: PrometheusSettings | None = None,
+        fields: FieldSettings | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.slices = tuple(slices)
+        self.settings = settings or PrometheusSettings()
+        self.specs = field_specs(fields or FieldSettings())
+        self._client = httpx.Client(base_url=self.settings.base_url, timeout=self.settings.timeout_s, transport=transport)
+        self._last_ok_s: float | None = None
+        self._last_error: str | None = None
+        self._queries = 0
+
+    def close(self) -> None:
+        self._client.close()
+
+    def queries(self, slices: Sequence[str], window_s: float) -> dict[str, str]:
+        """The PromQL of every field for these slices (exposed so dashboards and docs can show it)."""
+        names = tuple(slices)
+        return {name: render_promql(spec, names, window_s) for name, spec in self.specs.items()}
+
+    def query(self, promql: str, at_s: float) -> tuple[VectorSample, ...]:
+        try:
+            resp = self._client.get("/api/v1/query", params={"query": promql, "time": f"{at_s:.3f}"})
+        except httpx.HTTPError as err:
+            self._last_error = f"{type(err).__name__}: {err}"
+            raise SourceUnavailable(f"prometheus at {self.settings.base_url}: {self._last_error}") from None
+        self._queries += 1
+        try:
+            body = resp.json()
+        except json.JSONDecodeError:
+            body = None
+        if resp.status_code == 400 and isinstance(body, dict) and body.get("errorType") == "bad_data":
+            # Our queries are generated, so a rejected one means a bad selector in the configuration.
+            raise ConfigError(f"prometheus rejected {promql!r}: {body.get('error')}")
+        if resp.status_code >= 400:
+            self._last_error = f"HTTP {resp.status_code}: {str(body)[:200] if body else resp.text[:200]}"
+            raise SourceUnavailable(f"prometheus at {self.settings.base_url}: {self._last_error}")
+        samples = parse_query_response(body)
+        self._last_ok_s = at_s  # the caller's clock: tests drive it
+        self._last_error = None
+        return samples
+
+    def _collect(self, names: tuple[str, ...], window_s: float, now_s: float) -> dict[str, dict[str, float | None]]:
+        per_slice: dict[str, dict[str, float | None]] = {n: {} for n in names}
+        for field_name, promql in self.queries(names, window_s).items():
+            for sl, value in by_slice(self.query(promql, now_s)).items():
+                if sl in per_slice:
+                    per_slice[sl][field_name] = None if math.isnan(value) else value
+        return per_slice
+
+    def snapshot(self, slice: str, window_s: float, now_s: float) -> SliceSnapshot:
+        values = self._collect((slice,), window_s, now_s)[slice]
+        snap: SliceSnapshot = assemble_snapshot(find_slice(self.slices, slice), values, now_s, window_s)
+        return snap
+
+    def snapshots(self, now_s: float, window_s: float | None = None) -> list[SliceSnapshot]:
+        w = window_s if window_s is not None else self.settings.window_s
+        names = tuple(c.name for c in self.slices)
+        if not names:
+            return []
+        values = self._collect(names, w, now_s)
+        return [assemble_snapshot(c, values[c.name], now_s, w) for c in self.slices]
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "source": "prometheus",
+            "url": self.settings.base_url,
+            "ok": self._last_error is None and self._last_ok_s is not None,
+            "last_ok_s": self._last_ok_s,
+            "last_error": self._last_error,
+            "queries": self._queries,
+        }

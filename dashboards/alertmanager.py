@@ -1,0 +1,68 @@
+"""Alertmanager configuration generated from the tiers file: one route per (tier, severity), every
+receiver a webhook to the diagnosis API's ``POST /v1/alerts``.
+
+Distinct receiver names per route let the API tell from the payload's ``receiver`` field which
+tier and severity an alert group was routed as, though all of them post to the same URL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inferslice.dashboards.rules import SEVERITY_PAGE, SEVERITY_TICKET
+from inferslice.topology import Topology
+
+DEFAULT_API_URL = "http://127.0.0.1:8080"
+
+# Pages are grouped briefly and repeated hourly; tickets wait longer to batch a tier's alerts
+# and repeat twice a day; anything else (source down without a slice) falls to the default.
+_TIMING: dict[str, dict[str, str]] = {
+    SEVERITY_PAGE: {"group_wait": "10s", "group_interval": "1m", "repeat_interval": "1h"},
+    SEVERITY_TICKET: {"group_wait": "1m", "group_interval": "5m", "repeat_interval": "12h"},
+}
+
+
+def webhook_url(api_url: str) -> str:
+    return f"{api_url.rstrip('/')}/v1/alerts"
+
+
+def _receiver(name: str, api_url: str) -> dict[str, Any]:
+    return {"name": name, "webhook_configs": [{"url": webhook_url(api_url), "send_resolved": True, "max_alerts": 0}]}
+
+
+def receiver_name(tier: str | None, severity: str | None) -> str:
+    return "inferslice-" + "-".join(x for x in (tier, severity) if x) if (tier or severity) else "inferslice-default"
+
+
+def alertmanager_config(topology: Topology, api_url: str = DEFAULT_API_URL) -> dict[str, Any]:
+    routes: list[dict[str, Any]] = []
+    receivers = [_receiver(receiver_name(None, None), api_url)]
+    for tier in sorted(topology.tiers, key=lambda t: -t.priority):
+        for severity in (SEVERITY_PAGE, SEVERITY_TICKET):
+            name = receiver_name(tier.name, severity)
+            routes.append({"receiver": name, "matchers": [f'slice="{tier.name}"', f'severity="{severity}"'], **_TIMING[severity]})
+            receivers.append(_receiver(name, api_url))
+    for severity in (SEVERITY_PAGE, SEVERITY_TICKET):  # alerts without a slice label (sources, scrape targets)
+        name = receiver_name(None, severity)
+        routes.append({"receiver": name, "matchers": [f'severity="{severity}"'], **_TIMING[severity]})
+        receivers.append(_receiver(name, api_url))
+    return {
+        "global": {"resolve_timeout": "5m"},
+        "route": {
+            "receiver": receiver_name(None, None),
+            "group_by": ["slice", "alertname"],
+            "group_wait": "30s",
+            "group_interval": "5m",
+            "repeat_interval": "4h",
+            "routes": routes,
+        },
+        # A tier's page already covers the same alert's ticket (the TTFT ladder, the burn pair).
+        "inhibit_rules": [
+            {
+                "source_matchers": [f'severity="{SEVERITY_PAGE}"'],
+                "target_matchers": [f'severity="{SEVERITY_TICKET}"'],
+                "equal": ["slice", "alertname"],
+            }
+        ],
+        "receivers": receivers,
+    }

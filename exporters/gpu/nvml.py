@@ -1,0 +1,133 @@
+"""Per-GPU readings through NVML (nvidia-ml-py, ``import pynvml``), and GPU memory per slice.
+
+The ``pynvml`` module is passed into the source so tests can hand it a fake: this machine has no
+GPU, so the real module's ``nvmlInit`` fails here with ``NVMLError`` (library not found) and the
+source reports itself down, which is exactly the "no NVML" path. ``bench/nvml_probe.py`` runs the
+real path on a machine that has one.
+
+NVML units: utilisation in percent (exported as a 0-1 ratio), memory in bytes, power in mW
+(exported in watts). A process's ``usedGpuMemory`` may be None (not permitted / MIG): skipped.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from inferslice import metric_names as mn
+from inferslice.errors import SourceUnavailable
+
+SliceOfPid = Callable[[int], str | None]
+
+
+def load_pynvml() -> ModuleType | None:
+    """The real module, or None when nvidia-ml-py is not installed."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    module: ModuleType = pynvml
+    return module
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+class NvmlSource:
+    """``gpu_nvml``: utilisation, memory, power per GPU; used GPU memory per slice via its processes."""
+
+    def __init__(self, nvml: ModuleType | Any | None, pop: str, slice_of_pid: SliceOfPid | None = None, name: str = "gpu_nvml") -> None:
+        self.name = name
+        self._nvml = nvml
+        self._pop = pop
+        self._slice_of_pid = slice_of_pid or (lambda _pid: None)
+        self._lock = threading.Lock()
+        self._initialised = False
+
+    def _error_types(self) -> tuple[type[BaseException], ...]:
+        err = getattr(self._nvml, "NVMLError", None)
+        return (err,) if isinstance(err, type) and issubclass(err, BaseException) else ()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._initialised and self._nvml is not None:
+                try:
+                    self._nvml.nvmlShutdown()
+                except self._error_types():
+                    pass
+            self._initialised = False
+
+    def collect(self) -> Iterator[Metric]:
+        if self._nvml is None:
+            raise SourceUnavailable("nvidia-ml-py (pynvml) is not installed")
+        with self._lock:
+            try:
+                return iter(self._read())
+            except self._error_types() as err:
+                # Re-initialise next time: the driver may have been reloaded or the GPU reset.
+                self._initialised = False
+                raise SourceUnavailable(f"NVML: {err}") from None
+
+    def _read(self) -> list[Metric]:
+        nv = self._nvml
+        assert nv is not None
+        if not self._initialised:
+            nv.nvmlInit()
+            self._initialised = True
+        labels = ["pop", "gpu"]
+        util = GaugeMetricFamily(mn.GPU_UTILIZATION, "GPU busy ratio over NVML's last sample period (0-1)", labels=labels)
+        used = GaugeMetricFamily(mn.GPU_MEMORY_USED, "GPU memory used in bytes", labels=labels)
+        total = GaugeMetricFamily(mn.GPU_MEMORY_TOTAL, "GPU memory in bytes", labels=labels)
+        power = GaugeMetricFamily(mn.GPU_POWER, "GPU power draw in watts", labels=labels)
+        per_slice: dict[str, float] = {}
+        for i in range(int(nv.nvmlDeviceGetCount())):
+            handle = nv.nvmlDeviceGetHandleByIndex(i)
+            gpu = [self._pop, str(i)]
+            util.add_metric(gpu, float(nv.nvmlDeviceGetUtilizationRates(handle).gpu) / 100.0)
+            mem = nv.nvmlDeviceGetMemoryInfo(handle)
+            used.add_metric(gpu, float(mem.used))
+            total.add_metric(gpu, float(mem.total))
+            try:
+                power.add_metric(gpu, float(nv.nvmlDeviceGetPowerUsage(handle)) / 1000.0)
+            except nv.NVMLError_NotSupported:  # some boards expose no power sensor
+                pass
+            for proc in nv.nvmlDeviceGetComputeRunningProcesses(handle):
+                mem_bytes = getattr(proc, "usedGpuMemory", None)
+                if mem_bytes is None:
+                    continue
+                slice_ = self._slice_of_pid(int(proc.pid))
+                if slice_ is not None:
+                    per_slice[slice_] = per_slice.get(slice_, 0.0) + float(mem_bytes)
+        slice_mem = GaugeMetricFamily(mn.SLICE_GPU_MEMORY_USED, "GPU memory used by the slice's processes in bytes", labels=["slice"])
+        for s, v in sorted(per_slice.items()):
+            slice_mem.add_metric([s], v)
+        return [util, used, total, power, slice_mem]
+
+    def devices(self) -> list[dict[str, Any]]:
+        """What NVML reports per device (for bench/nvml_probe.py); raises NVMLError as NVML does."""
+        nv = self._nvml
+        if nv is None:
+            raise SourceUnavailable("nvidia-ml-py (pynvml) is not installed")
+        if not self._initialised:
+            nv.nvmlInit()
+            self._initialised = True
+        out = []
+        for i in range(int(nv.nvmlDeviceGetCount())):
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+            mem = nv.nvmlDeviceGetMemoryInfo(h)
+            out.append({
+                "index": i,
+                "uuid": _text(nv.nvmlDeviceGetUUID(h)),
+                "name": _text(nv.nvmlDeviceGetName(h)),
+                "utilization_pct": nv.nvmlDeviceGetUtilizationRates(h).gpu,
+                "memory_used_bytes": mem.used,
+                "memory_total_bytes": mem.total,
+                "power_mw": nv.nvmlDeviceGetPowerUsage(h),
+                "processes": [(p.pid, p.usedGpuMemory) for p in nv.nvmlDeviceGetComputeRunningProcesses(h)],
+            })
+        return out

@@ -1,0 +1,277 @@
+"""Kernel interface counters and HTB class stats, one netlink dump per namespace (or device).
+
+``KernelLinkSource``: one ``RTM_GETSTATS`` dump per namespace per scrape -> link bytes, packets,
+drops, errors per (slice, pop, link), plus tunnel bytes for interfaces mapped with a peer PoP.
+``HtbSource``: one ``RTM_GETTCLASS`` dump per (namespace, device) -> per-class bytes, packets and
+drops in the class's mapped direction, its cap, overlimits and backlog.
+
+The cap of an HTB class is its *ceil*: ``rate`` is only what the class is guaranteed, it borrows up
+to ``ceil`` when its parent has spare tokens, so ``ceil`` is the rate it can never exceed. (The
+testbed's caps set rate = ceil, where both readings agree.)
+
+A vanished interface drops its series; a vanished namespace drops its interfaces' series. The
+source reports itself down (``SourceUnavailable``) only when no namespace could be read at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TypeVar
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from inferslice import metric_names as mn
+from inferslice.errors import ParseError, SourceUnavailable
+
+from .mapping import HtbMap, InterfaceMap, KernelMaps
+from .netlink import LinkStats, NetlinkSocket
+
+log = logging.getLogger(__name__)
+
+MapsProvider = Callable[[], KernelMaps]
+LINK_LABELS = ["slice", "pop", "link"]
+CAP_LABELS = ["slice", "pop", "link", "direction"]
+TUNNEL_LABELS = ["slice", "pop", "peer_pop"]
+M = TypeVar("M", InterfaceMap, HtbMap)
+
+
+def _base(counter_name: str) -> str:
+    """prometheus_client appends ``_total`` to a counter family's name itself."""
+    return counter_name.removesuffix("_total")
+
+
+class NamespaceReader:
+    """A namespace's netlink socket and its ifindex -> name cache.
+
+    Counters come keyed by ifindex; names are only re-dumped when a wanted name or a seen index is
+    unknown (an interface was created or recreated), so a steady scrape is a single dump.
+    """
+
+    def __init__(self, netns: str | None) -> None:
+        self.netns = netns
+        self.sock = NetlinkSocket(netns)
+        self._names: dict[int, str] = {}
+        self._index: dict[str, int] = {}
+
+    def refresh_names(self) -> None:
+        self._names = self.sock.link_names()
+        self._index = {name: idx for idx, name in self._names.items()}
+
+    def index_of(self, ifname: str, refreshed: list[bool]) -> int | None:
+        idx = self._index.get(ifname)
+        if idx is None and not refreshed[0]:
+            refreshed[0] = True
+            self.refresh_names()
+            idx = self._index.get(ifname)
+        return idx
+
+    def stats_by_name(self, wanted: set[str]) -> dict[str, LinkStats]:
+        stats = self.sock.link_stats()
+        by_index = {s.ifindex: s for s in stats}
+        missing = [n for n in wanted if self._index.get(n) not in by_index]
+        if missing:
+            # A wanted name unknown or pointing at a gone index: the interface was (re)created.
+            self.refresh_names()
+        out: dict[str, LinkStats] = {}
+        for name in wanted:
+            idx = self._index.get(name)
+            if idx is not None and idx in by_index:
+                out[name] = by_index[idx]
+        return out
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _group_by_netns(maps: Iterable[M]) -> dict[str | None, list[M]]:
+    groups: dict[str | None, list[M]] = {}
+    for m in maps:
+        groups.setdefault(m.netns, []).append(m)
+    return groups
+
+
+class _Readers:
+    def __init__(self) -> None:
+        self._readers: dict[str | None, NamespaceReader] = {}
+
+    def get(self, netns: str | None) -> NamespaceReader:
+        reader = self._readers.get(netns)
+        if reader is None:
+            reader = self._readers[netns] = NamespaceReader(netns)
+        return reader
+
+    def retain(self, namespaces: set[str | None]) -> None:
+        for ns in list(self._readers):
+            if ns not in namespaces:
+                self._readers.pop(ns).close()
+
+    def close(self) -> None:
+        self.retain(set())
+
+
+@dataclass
+class _LinkFamilies:
+    rx_bytes: CounterMetricFamily
+    tx_bytes: CounterMetricFamily
+    rx_packets: CounterMetricFamily
+    tx_packets: CounterMetricFamily
+    rx_drops: CounterMetricFamily
+    tx_drops: CounterMetricFamily
+    rx_errors: CounterMetricFamily
+    tx_errors: CounterMetricFamily
+
+    @classmethod
+    def new(cls) -> _LinkFamilies:
+        def c(name: str, doc: str) -> CounterMetricFamily:
+            return CounterMetricFamily(name.removesuffix("_total"), doc, labels=LINK_LABELS)
+
+        return cls(
+            c(mn.LINK_RECEIVE_BYTES, "Bytes received on the link (mapped viewpoint)"),
+            c(mn.LINK_TRANSMIT_BYTES, "Bytes transmitted on the link (mapped viewpoint)"),
+            c(mn.LINK_RECEIVE_PACKETS, "Packets received on the link"),
+            c(mn.LINK_TRANSMIT_PACKETS, "Packets transmitted on the link"),
+            c(mn.LINK_RECEIVE_DROPS, "Received packets dropped"),
+            c(mn.LINK_TRANSMIT_DROPS, "Transmitted packets dropped (HTB: dropped by the class)"),
+            c(mn.LINK_RECEIVE_ERRORS, "Receive errors"),
+            c(mn.LINK_TRANSMIT_ERRORS, "Transmit errors"),
+        )
+
+    def all(self) -> list[Metric]:
+        return [self.rx_bytes, self.tx_bytes, self.rx_packets, self.tx_packets,
+                self.rx_drops, self.tx_drops, self.rx_errors, self.tx_errors]
+
+
+class KernelLinkSource:
+    """Interface counters from one RTM_GETSTATS dump per namespace."""
+
+    def __init__(self, maps: MapsProvider, name: str = "network_kernel") -> None:
+        self.name = name
+        self._maps = maps
+        self._readers = _Readers()
+        self._lock = threading.Lock()  # the HTTP server may run two scrapes at once
+        self.last_errors: dict[str | None, str] = {}
+
+    def close(self) -> None:
+        with self._lock:
+            self._readers.close()
+
+    def collect(self) -> Iterator[Metric]:
+        interfaces = self._maps().interfaces
+        fams = _LinkFamilies.new()
+        tun_rx = CounterMetricFamily(_base(mn.TUNNEL_RECEIVE_BYTES), "Bytes received from the peer PoP by tunnel", labels=TUNNEL_LABELS)
+        tun_tx = CounterMetricFamily(_base(mn.TUNNEL_TRANSMIT_BYTES), "Bytes sent to the peer PoP over the tunnel", labels=TUNNEL_LABELS)
+        groups = _group_by_netns(interfaces)
+        ok = 0
+        errors: dict[str | None, str] = {}
+        with self._lock:
+            self._readers.retain(set(groups))
+            for netns, entries in groups.items():
+                reader = self._readers.get(netns)
+                try:
+                    stats = reader.stats_by_name({e.ifname for e in entries})
+                except (SourceUnavailable, ParseError) as err:
+                    errors[netns] = str(err)
+                    continue
+                ok += 1
+                for e in entries:
+                    s = stats.get(e.ifname)
+                    if s is None:
+                        continue  # vanished interface: its series disappear until it is back
+                    rx, tx = (s.tx_bytes, s.rx_bytes) if e.invert else (s.rx_bytes, s.tx_bytes)
+                    rxp, txp = (s.tx_packets, s.rx_packets) if e.invert else (s.rx_packets, s.tx_packets)
+                    rxd, txd = (s.tx_dropped, s.rx_dropped) if e.invert else (s.rx_dropped, s.tx_dropped)
+                    rxe, txe = (s.tx_errors, s.rx_errors) if e.invert else (s.rx_errors, s.tx_errors)
+                    labels = [e.slice, e.pop, e.link]
+                    fams.rx_bytes.add_metric(labels, rx)
+                    fams.tx_bytes.add_metric(labels, tx)
+                    fams.rx_packets.add_metric(labels, rxp)
+                    fams.tx_packets.add_metric(labels, txp)
+                    fams.rx_drops.add_metric(labels, rxd)
+                    fams.tx_drops.add_metric(labels, txd)
+                    fams.rx_errors.add_metric(labels, rxe)
+                    fams.tx_errors.add_metric(labels, txe)
+                    if e.peer_pop is not None:
+                        tun_rx.add_metric([e.slice, e.pop, e.peer_pop], rx)
+                        tun_tx.add_metric([e.slice, e.pop, e.peer_pop], tx)
+        self.last_errors = errors
+        if groups and ok == 0:
+            raise SourceUnavailable("; ".join(f"{ns or '(own)'}: {msg}" for ns, msg in errors.items()))
+        for ns, msg in errors.items():
+            log.debug("netns %s unreadable: %s", ns, msg)
+        return iter([*fams.all(), tun_rx, tun_tx])
+
+
+class HtbSource:
+    """HTB class stats: one RTM_GETTCLASS dump per (namespace, device)."""
+
+    def __init__(self, maps: MapsProvider, name: str = "network_htb") -> None:
+        self.name = name
+        self._maps = maps
+        self._readers = _Readers()
+        self._lock = threading.Lock()
+        self.last_errors: dict[str | None, str] = {}
+
+    def close(self) -> None:
+        with self._lock:
+            self._readers.close()
+
+    def collect(self) -> Iterator[Metric]:
+        entries = self._maps().htb
+        fams = _LinkFamilies.new()
+        cap = GaugeMetricFamily(mn.LINK_CAP_BPS, "Bandwidth cap in bit/s (HTB ceil: the class never exceeds it)", labels=CAP_LABELS)
+        over = CounterMetricFamily(_base(mn.HTB_OVERLIMITS), "Times the HTB class was over its rate/ceil", labels=CAP_LABELS)
+        backlog_b = GaugeMetricFamily(mn.HTB_BACKLOG_BYTES, "Bytes queued in the HTB class", labels=CAP_LABELS)
+        backlog_p = GaugeMetricFamily(mn.HTB_BACKLOG_PACKETS, "Packets queued in the HTB class", labels=CAP_LABELS)
+        groups = _group_by_netns(entries)
+        ok = 0
+        errors: dict[str | None, str] = {}
+        with self._lock:
+            self._readers.retain(set(groups))
+            for netns, group in groups.items():
+                reader = self._readers.get(netns)
+                by_dev: dict[str, list[HtbMap]] = {}
+                for e in group:
+                    by_dev.setdefault(e.ifname, []).append(e)
+                refreshed = [False]
+                try:
+                    for ifname, dev_entries in by_dev.items():
+                        idx = reader.index_of(ifname, refreshed)
+                        if idx is None:
+                            continue
+                        classes = {c.handle: c for c in reader.sock.htb_classes(idx)}
+                        if not classes and not refreshed[0]:
+                            # Either no classes, or our cached index now names another device.
+                            refreshed[0] = True
+                            reader.refresh_names()
+                            idx = reader.index_of(ifname, refreshed)
+                            classes = {c.handle: c for c in reader.sock.htb_classes(idx)} if idx is not None else {}
+                        for e in dev_entries:
+                            c = classes.get(e.classid)
+                            if c is None:
+                                continue
+                            labels = [e.slice, e.pop, e.link]
+                            dlabels = [*labels, e.direction]
+                            if e.direction == "receive":
+                                fams.rx_bytes.add_metric(labels, c.bytes)
+                                fams.rx_packets.add_metric(labels, c.packets)
+                                fams.rx_drops.add_metric(labels, c.drops)
+                            else:
+                                fams.tx_bytes.add_metric(labels, c.bytes)
+                                fams.tx_packets.add_metric(labels, c.packets)
+                                fams.tx_drops.add_metric(labels, c.drops)
+                            cap.add_metric(dlabels, c.ceil_bps)
+                            over.add_metric(dlabels, c.overlimits)
+                            backlog_b.add_metric(dlabels, c.backlog_bytes)
+                            backlog_p.add_metric(dlabels, c.backlog_packets)
+                except (SourceUnavailable, ParseError) as err:
+                    errors[netns] = str(err)
+                    continue
+                ok += 1
+        self.last_errors = errors
+        if groups and ok == 0:
+            raise SourceUnavailable("; ".join(f"{ns or '(own)'}: {msg}" for ns, msg in errors.items()))
+        families: list[Metric] = [f for f in fams.all() if f.samples]
+        return iter([*families, cap, over, backlog_b, backlog_p])

@@ -1,0 +1,298 @@
+"""``Store``: the API's SQLite persistence (snapshots, diagnoses, references, episodes, alerts, actions).
+
+stdlib ``sqlite3``, one connection guarded by a lock (FastAPI runs sync routes on a thread pool),
+WAL for file databases so readers never block the collector's writes. Every body is stored as JSON
+next to the columns queries filter on, so the schema does not chase the vocabulary's fields.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from inferslice.actions import Action
+from inferslice.bottleneck import EpisodeEvent, EpisodeState, EventKind, state_from_dict
+from inferslice.diagnosis import Diagnosis
+from inferslice.errors import SourceUnavailable
+from inferslice.snapshot import Reference, SliceSnapshot, snapshot_from_dict
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS slices (slice TEXT PRIMARY KEY, first_seen_s REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS snapshots (
+    id INTEGER PRIMARY KEY, slice TEXT NOT NULL, ts REAL NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS snapshots_slice_ts ON snapshots (slice, ts);
+CREATE TABLE IF NOT EXISTS diagnoses (
+    id INTEGER PRIMARY KEY, slice TEXT NOT NULL, ts REAL NOT NULL, regime TEXT NOT NULL,
+    confidence REAL NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS diagnoses_slice_ts ON diagnoses (slice, ts);
+CREATE TABLE IF NOT EXISTS refs (slice TEXT PRIMARY KEY, source TEXT NOT NULL, updated_s REAL NOT NULL, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS episode_state (slice TEXT PRIMARY KEY, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS episodes (
+    id INTEGER PRIMARY KEY, slice TEXT NOT NULL, regime TEXT NOT NULL, start_s REAL NOT NULL,
+    end_s REAL, peak_confidence REAL NOT NULL, windows INTEGER NOT NULL, opened_at_s REAL NOT NULL,
+    closed_at_s REAL);
+CREATE INDEX IF NOT EXISTS episodes_slice ON episodes (slice, start_s);
+CREATE TABLE IF NOT EXISTS alerts (
+    id INTEGER PRIMARY KEY, fingerprint TEXT NOT NULL, starts_at TEXT NOT NULL, ends_at TEXT,
+    starts_at_s REAL, ends_at_s REAL, status TEXT NOT NULL, alertname TEXT, slice TEXT,
+    labels TEXT NOT NULL, annotations TEXT NOT NULL, generator_url TEXT, receiver TEXT,
+    received_s REAL NOT NULL, UNIQUE (fingerprint, starts_at));
+CREATE INDEX IF NOT EXISTS alerts_slice ON alerts (slice, received_s);
+CREATE TABLE IF NOT EXISTS actions (
+    id INTEGER PRIMARY KEY, slice TEXT NOT NULL, ts REAL NOT NULL, kind TEXT NOT NULL,
+    outcome TEXT NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS actions_slice_ts ON actions (slice, ts);
+"""
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+class Store:
+    """SQLite-backed history. ``path=":memory:"`` keeps everything in process (tests, ``diagnose``)."""
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.path = str(path)
+        self._lock = threading.RLock()
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            if self.path != ":memory:":
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process crashes
+            self._db.execute("PRAGMA busy_timeout=5000")
+            self._db.executescript(_SCHEMA)
+            self._db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        except sqlite3.Error as err:
+            raise SourceUnavailable(f"cannot open database {self.path}: {err}") from err
+
+    # -- plumbing ----------------------------------------------------------------------------
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            except sqlite3.Error as err:
+                raise SourceUnavailable(f"database {self.path}: {err}") from err
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            try:
+                return list(self._db.execute(sql, params).fetchall())
+            except sqlite3.Error as err:
+                raise SourceUnavailable(f"database {self.path}: {err}") from err
+
+    def ping(self) -> bool:
+        """True when the database answers a query (``/readyz``)."""
+        try:
+            self._query("SELECT 1")
+        except SourceUnavailable:
+            return False
+        return True
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @staticmethod
+    def _touch(db: sqlite3.Connection, slice_name: str, ts: float) -> None:
+        db.execute("INSERT OR IGNORE INTO slices (slice, first_seen_s) VALUES (?, ?)", (slice_name, ts))
+
+    # -- slices, snapshots, diagnoses --------------------------------------------------------
+    def slices(self) -> list[str]:
+        return [r[0] for r in self._query("SELECT slice FROM slices ORDER BY slice")]
+
+    def has_slice(self, slice_name: str) -> bool:
+        return bool(self._query("SELECT 1 FROM slices WHERE slice = ?", (slice_name,)))
+
+    def record(self, snapshot: SliceSnapshot, diagnosis: Diagnosis, ts: float) -> None:
+        """Store one window: its snapshot and its diagnosis, atomically."""
+        with self._tx() as db:
+            self._touch(db, snapshot.slice, ts)
+            db.execute("INSERT INTO snapshots (slice, ts, body) VALUES (?, ?, ?)", (snapshot.slice, ts, _dumps(snapshot.to_dict())))
+            db.execute(
+                "INSERT INTO diagnoses (slice, ts, regime, confidence, body) VALUES (?, ?, ?, ?, ?)",
+                (diagnosis.slice, ts, diagnosis.regime.value, diagnosis.confidence, _dumps({"ts": ts, **diagnosis.to_dict()})),
+            )
+
+    def latest_snapshot(self, slice_name: str) -> SliceSnapshot | None:
+        rows = self._query("SELECT body FROM snapshots WHERE slice = ? ORDER BY ts DESC, id DESC LIMIT 1", (slice_name,))
+        return snapshot_from_dict(json.loads(rows[0][0])) if rows else None
+
+    def latest_diagnosis(self, slice_name: str) -> dict[str, Any] | None:
+        rows = self._query("SELECT body FROM diagnoses WHERE slice = ? ORDER BY ts DESC, id DESC LIMIT 1", (slice_name,))
+        return dict(json.loads(rows[0][0])) if rows else None
+
+    def latest_diagnoses(self) -> dict[str, dict[str, Any]]:
+        """The newest diagnosis of every slice (``/metrics``)."""
+        rows = self._query(
+            "SELECT d.slice, d.body FROM diagnoses d JOIN "
+            "(SELECT slice, MAX(id) AS id FROM diagnoses GROUP BY slice) m ON d.id = m.id ORDER BY d.slice"
+        )
+        return {r[0]: dict(json.loads(r[1])) for r in rows}
+
+    def diagnoses(
+        self, slice_name: str, since_s: float | None = None, until_s: float | None = None, limit: int = 1000
+    ) -> list[dict[str, Any]]:
+        """History of one slice, oldest first, within [since_s, until_s]."""
+        rows = self._query(
+            "SELECT body FROM (SELECT id, ts, body FROM diagnoses WHERE slice = ? AND ts >= ? AND ts <= ? "
+            "ORDER BY ts DESC, id DESC LIMIT ?) ORDER BY ts, id",
+            (slice_name, since_s if since_s is not None else float("-inf"), until_s if until_s is not None else float("inf"), limit),
+        )
+        return [dict(json.loads(r[0])) for r in rows]
+
+    # -- references --------------------------------------------------------------------------
+    def reference(self, slice_name: str) -> Reference | None:
+        rows = self._query("SELECT body FROM refs WHERE slice = ?", (slice_name,))
+        return Reference(**json.loads(rows[0][0])) if rows else None
+
+    def set_reference(self, slice_name: str, reference: Reference, updated_s: float) -> None:
+        with self._tx() as db:
+            self._touch(db, slice_name, updated_s)
+            db.execute(
+                "INSERT INTO refs (slice, source, updated_s, body) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (slice) DO UPDATE SET source = excluded.source, updated_s = excluded.updated_s, body = excluded.body",
+                (slice_name, reference.source, updated_s, _dumps(asdict(reference))),
+            )
+
+    # -- episodes ----------------------------------------------------------------------------
+    def episode_state(self, slice_name: str) -> EpisodeState:
+        rows = self._query("SELECT body FROM episode_state WHERE slice = ?", (slice_name,))
+        return state_from_dict(json.loads(rows[0][0])) if rows else EpisodeState(slice=slice_name)
+
+    def save_episodes(self, slice_name: str, state: EpisodeState, events: Iterable[EpisodeEvent]) -> None:
+        """Persist the machine's state and its events in one transaction."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO episode_state (slice, body) VALUES (?, ?) ON CONFLICT (slice) DO UPDATE SET body = excluded.body",
+                (slice_name, _dumps(state.to_dict())),
+            )
+            for ev in events:
+                ep = ev.episode
+                if ev.kind is EventKind.OPEN:
+                    db.execute(
+                        "INSERT INTO episodes (slice, regime, start_s, peak_confidence, windows, opened_at_s) VALUES (?, ?, ?, ?, ?, ?)",
+                        (ep.slice, ep.regime.value, ep.start_s, ep.peak_confidence, ep.windows, ev.at_s),
+                    )
+                else:
+                    db.execute(
+                        "UPDATE episodes SET end_s = ?, peak_confidence = ?, windows = ?, closed_at_s = ? "
+                        "WHERE id = (SELECT MAX(id) FROM episodes WHERE slice = ? AND regime = ? AND end_s IS NULL)",
+                        (ep.end_s, ep.peak_confidence, ep.windows, ev.at_s, ep.slice, ep.regime.value),
+                    )
+
+    def episodes(self, slice_name: str, limit: int = 1000) -> list[dict[str, Any]]:
+        rows = self._query(
+            "SELECT id, regime, start_s, end_s, peak_confidence, windows, opened_at_s, closed_at_s FROM episodes "
+            "WHERE slice = ? ORDER BY start_s DESC, id DESC LIMIT ?",
+            (slice_name, limit),
+        )
+        return [
+            {
+                "id": r[0],
+                "slice": slice_name,
+                "regime": r[1],
+                "start_s": r[2],
+                "end_s": r[3],
+                "peak_confidence": r[4],
+                "windows": r[5],
+                "opened_at_s": r[6],
+                "closed_at_s": r[7],
+                "open": r[3] is None,
+            }
+            for r in rows
+        ]
+
+    def episode_counts(self) -> dict[tuple[str, str], int]:
+        """Episodes ever opened, per (slice, regime): the ``episodes_total`` counter survives restarts."""
+        return {(r[0], r[1]): int(r[2]) for r in self._query("SELECT slice, regime, COUNT(*) FROM episodes GROUP BY slice, regime")}
+
+    # -- alerts (Alertmanager webhook) --------------------------------------------------------
+    def put_alerts(self, alerts: Iterable[dict[str, Any]], receiver: str | None, received_s: float) -> int:
+        """Upsert alerts by (fingerprint, startsAt): a re-notification updates status and end."""
+        n = 0
+        with self._tx() as db:
+            for a in alerts:
+                db.execute(
+                    "INSERT INTO alerts (fingerprint, starts_at, ends_at, starts_at_s, ends_at_s, status, alertname, slice, labels, "
+                    "annotations, generator_url, receiver, received_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (fingerprint, starts_at) DO UPDATE SET ends_at = excluded.ends_at, ends_at_s = excluded.ends_at_s, "
+                    "status = excluded.status, labels = excluded.labels, annotations = excluded.annotations, "
+                    "received_s = excluded.received_s, receiver = excluded.receiver",
+                    (
+                        a["fingerprint"],
+                        a["starts_at"],
+                        a.get("ends_at"),
+                        a.get("starts_at_s"),
+                        a.get("ends_at_s"),
+                        a["status"],
+                        a.get("alertname"),
+                        a.get("slice"),
+                        _dumps(a.get("labels", {})),
+                        _dumps(a.get("annotations", {})),
+                        a.get("generator_url"),
+                        receiver,
+                        received_s,
+                    ),
+                )
+                n += 1
+        return n
+
+    def alerts(self, slice_name: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
+        where, params = ("WHERE slice = ?", [slice_name]) if slice_name is not None else ("", [])
+        rows = self._query(
+            "SELECT fingerprint, status, alertname, slice, labels, annotations, starts_at, ends_at, starts_at_s, ends_at_s, "
+            f"generator_url, receiver, received_s FROM alerts {where} ORDER BY received_s DESC, id DESC LIMIT ?",
+            (*params, limit),
+        )
+        keys = (
+            "fingerprint",
+            "status",
+            "alertname",
+            "slice",
+            "labels",
+            "annotations",
+            "startsAt",
+            "endsAt",
+            "starts_at_s",
+            "ends_at_s",
+            "generatorURL",
+            "receiver",
+            "received_s",
+        )
+        out = []
+        for r in rows:
+            item = dict(zip(keys, r, strict=True))
+            item["labels"] = json.loads(item["labels"])
+            item["annotations"] = json.loads(item["annotations"])
+            out.append(item)
+        return out
+
+    # -- actions (written by the control loop once it exists) --------------------------------
+    def put_action(self, action: Action, ts: float, outcome: str = "proposed") -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO actions (slice, ts, kind, outcome, body) VALUES (?, ?, ?, ?, ?)",
+                (action.slice, ts, action.kind.value, outcome, _dumps(action.to_dict())),
+            )
+
+    def actions(self, slice_name: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
+        where, params = ("WHERE slice = ?", [slice_name]) if slice_name is not None else ("", [])
+        rows = self._query(f"SELECT ts, outcome, body FROM actions {where} ORDER BY ts DESC, id DESC LIMIT ?", (*params, limit))
+        return [{"ts": r[0], "outcome": r[1], **json.loads(r[2])} for r in rows]

@@ -1,0 +1,234 @@
+"""Drive a load against one OpenAI-compatible endpoint: a closed loop of N workers (fixed
+concurrency) or open-loop arrivals (Poisson, or gamma with vllm bench's burstiness), bounded by a
+duration and/or a number of prompts. Every finished request becomes a ``RequestRecord`` handed
+to each observer as it completes; ``run_load`` returns them with the vllm-bench-style summary.
+
+When the bound is reached no new request starts; requests in flight finish (each is bounded by
+``request_timeout_s``) and the run's duration runs until the last one ends, as in vllm bench.
+Observer exceptions propagate: an observer is our own code, and a bug there must not be hidden.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from inferslice.errors import ConfigError
+from inferslice.records import RecordObserver, RequestRecord
+
+from .client import ENDPOINT_PATHS, RequestSettings, make_session, send_request
+from .summary import Goodput, summarize
+from .workload import Workload, WorkloadSpec
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    url: str  # base URL of the serving front, http://host:port
+    model: str
+    slice: str = "default"  # RequestRecord.slice: the tier the load belongs to
+    endpoint: str = "chat"  # chat | completions
+    concurrency: int | None = None  # closed loop: N workers, each sends its next request when the last ends
+    request_rate_rps: float | None = None  # open loop: mean arrival rate; math.inf sends everything at once
+    burstiness: float = 1.0  # gamma shape of inter-arrival gaps (vllm bench): 1 = Poisson, < 1 burstier
+    max_concurrency: int | None = None  # open loop only: cap on requests in flight (excess waits)
+    duration_s: float | None = None  # stop starting requests after this long
+    num_prompts: int | None = None  # stop after this many requests
+    num_warmups: int = 0  # requests sent (and discarded) before the measured run, like vllm bench
+    seed: int = 0  # one seed for lengths, prompt text and arrivals
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    request_timeout_s: float = 300.0  # a queued request on a saturated tier can wait tens of seconds
+    connect_timeout_s: float = 10.0  # an unreachable front must fail fast, not hold a worker
+    goodput: Goodput | None = None
+    percentiles: tuple[float, ...] = (99.0,)  # vllm bench --metric-percentiles default
+    ignore_eos: bool = True
+
+    def __post_init__(self) -> None:
+        if (self.concurrency is None) == (self.request_rate_rps is None):
+            raise ConfigError("give exactly one of concurrency or request_rate_rps", field="load")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise ConfigError("concurrency must be >= 1", field="concurrency")
+        if self.request_rate_rps is not None and not self.request_rate_rps > 0:
+            raise ConfigError("request rate must be > 0 (inf sends everything at once)", field="request_rate_rps")
+        if not self.burstiness > 0:
+            raise ConfigError("burstiness must be > 0", field="burstiness")
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise ConfigError("max_concurrency must be >= 1", field="max_concurrency")
+        if self.duration_s is None and self.num_prompts is None:
+            raise ConfigError("give duration_s and/or num_prompts: the run must end by itself", field="load")
+        if self.request_rate_rps == math.inf and self.num_prompts is None:
+            raise ConfigError("an infinite request rate needs num_prompts", field="num_prompts")
+        if self.duration_s is not None and not self.duration_s > 0:
+            raise ConfigError("duration_s must be > 0", field="duration_s")
+        if self.num_prompts is not None and self.num_prompts < 1:
+            raise ConfigError("num_prompts must be >= 1", field="num_prompts")
+        if self.endpoint not in ENDPOINT_PATHS:
+            raise ConfigError(f"endpoint must be one of {sorted(ENDPOINT_PATHS)}", field="endpoint")
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"expected http://HOST:PORT, got {self.url!r}", field="url")
+
+    @property
+    def server_address(self) -> str:
+        return urlsplit(self.url).hostname or ""
+
+    def run_meta(self) -> dict[str, Any]:
+        """The run-description keys of the vllm bench result."""
+        rate: float | str = "inf" if self.request_rate_rps in (None, math.inf) else float(self.request_rate_rps or 0)
+        return {
+            "backend": "openai-chat" if self.endpoint == "chat" else "openai",
+            "model_id": self.model,
+            "request_rate": rate,
+            "burstiness": self.burstiness,
+            "max_concurrency": self.concurrency if self.concurrency is not None else self.max_concurrency,
+            "slice": self.slice,
+            "endpoint": ENDPOINT_PATHS[self.endpoint],
+            "seed": self.seed,
+        }
+
+
+@dataclass
+class LoadResult:
+    records: list[RequestRecord]  # measured requests in completion order (warm-ups excluded)
+    duration_s: float
+    summary: dict[str, Any]
+    queue_times_s: list[float] = field(default_factory=list)
+    warmup_records: list[RequestRecord] = field(default_factory=list)
+
+    @property
+    def succeeded(self) -> int:
+        return sum(r.success for r in self.records)
+
+
+def arrival_offsets(rng: np.random.Generator, rate_rps: float, burstiness: float, n: int) -> np.ndarray:
+    """Send times (s from start) of ``n`` requests: gamma gaps with mean 1/rate, shape ``burstiness``
+    (vllm bench's model; shape 1 is a Poisson process). The first request waits one gap too."""
+    if rate_rps == math.inf:
+        return np.zeros(n)
+    gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate_rps * burstiness), size=n)
+    return np.cumsum(gaps)
+
+
+class _Run:
+    def __init__(self, config: LoadConfig, observers: Sequence[RecordObserver], stop: asyncio.Event | None) -> None:
+        self.config = config
+        self.observers = list(observers)
+        self.stop = stop or asyncio.Event()
+        self.workload = Workload(config.workload, config.seed)
+        self.settings = RequestSettings(config.url, config.model, config.slice, config.endpoint, config.ignore_eos,
+                                        config.server_address)
+        self.records: list[RequestRecord] = []
+        self.queue_times: list[float] = []
+        self.next_index = 0
+
+    def _deadline_passed(self, t0: float) -> bool:
+        d = self.config.duration_s
+        return self.stop.is_set() or (d is not None and time.perf_counter() - t0 >= d)
+
+    def _take_index(self) -> int | None:
+        n = self.config.num_prompts
+        if n is not None and self.next_index >= n:
+            return None
+        i = self.next_index
+        self.next_index += 1
+        return i
+
+    def _finish(self, record: RequestRecord, queue_time_s: float | None) -> None:
+        self.records.append(record)
+        if queue_time_s is not None:
+            self.queue_times.append(queue_time_s)
+        for observer in self.observers:
+            observer(record)
+
+    async def closed_loop(self, session: Any, t0: float) -> None:
+        async def worker() -> None:
+            while not self._deadline_passed(t0):
+                i = self._take_index()
+                if i is None:
+                    return
+                self._finish(await send_request(session, self.settings, self.workload.request(i)), None)
+
+        await asyncio.gather(*(worker() for _ in range(self.config.concurrency or 1)))
+
+    async def open_loop(self, session: Any, t0: float) -> None:
+        cfg = self.config
+        limit = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
+        rng = self.workload.arrival_rng
+        block = 1024  # arrivals are drawn in blocks so an open-ended run needs no upfront count
+        offsets = arrival_offsets(rng, cfg.request_rate_rps or math.inf, cfg.burstiness, cfg.num_prompts or block)
+        base = 0.0
+        tasks: set[asyncio.Task[None]] = set()
+
+        async def one(i: int, due: float) -> None:
+            if limit is not None:
+                async with limit:
+                    queued = time.perf_counter() - due
+                    self._finish(await send_request(session, self.settings, self.workload.request(i)), max(queued, 0.0))
+            else:
+                self._finish(await send_request(session, self.settings, self.workload.request(i)), 0.0)
+
+        k = 0
+        while True:
+            if k == len(offsets):
+                base = float(offsets[-1])
+                offsets = arrival_offsets(rng, cfg.request_rate_rps or math.inf, cfg.burstiness, block) + base
+                k = 0
+            due = t0 + float(offsets[k])
+            delay = due - time.perf_counter()
+            if delay > 0:
+                try:
+                    await asyncio.wait_for(self.stop.wait(), timeout=delay)
+                except TimeoutError:
+                    pass
+            if self._deadline_passed(t0):
+                break
+            i = self._take_index()
+            if i is None:
+                break
+            task = asyncio.create_task(one(i, due))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            k += 1
+        if tasks:
+            await asyncio.gather(*tasks)
+
+
+async def _warm_up(config: LoadConfig, session: Any) -> list[RequestRecord]:
+    if config.num_warmups <= 0:
+        return []
+    # Warm-ups use their own seed stream so the measured requests stay identical with or without them.
+    wl = Workload(config.workload, config.seed + 1_000_003)
+    settings = RequestSettings(config.url, config.model, config.slice, config.endpoint, config.ignore_eos, config.server_address)
+    width = config.concurrency or config.max_concurrency or config.num_warmups
+    sem = asyncio.Semaphore(width)
+
+    async def one(i: int) -> RequestRecord:
+        async with sem:
+            return await send_request(session, settings, wl.request(i))
+
+    return list(await asyncio.gather(*(one(i) for i in range(config.num_warmups))))
+
+
+async def run_load(config: LoadConfig, observers: Sequence[RecordObserver] = (), stop: asyncio.Event | None = None) -> LoadResult:
+    """Run one load to its bound (or until ``stop`` is set) and summarise it. Never raises for
+    server or network failures: those are failed records."""
+    run = _Run(config, observers, stop)
+    async with make_session(config.connect_timeout_s, config.request_timeout_s) as session:
+        warmups = await _warm_up(config, session)
+        t0 = time.perf_counter()
+        if config.concurrency is not None:
+            await run.closed_loop(session, t0)
+        else:
+            await run.open_loop(session, t0)
+        duration = time.perf_counter() - t0
+    meta = config.run_meta()
+    meta["num_prompts"] = len(run.records)
+    summary = summarize(run.records, duration, goodput=config.goodput, percentiles=config.percentiles, meta=meta,
+                        queue_times_s=run.queue_times)
+    return LoadResult(run.records, duration, summary, run.queue_times, warmups)

@@ -1,0 +1,414 @@
+"""Bring the netns testbed up and down, report its state, change its client-edge caps live.
+
+``up`` builds everything or nothing: any failure tears down what was built before re-raising.
+``down`` needs no state at all: it stops every PID-file process, every process living in one of
+our namespaces, deletes our root-namespace interfaces and namespaces by name prefix, and is
+idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from inferslice.errors import NotPrivilegedError, PermanentError
+from inferslice.registry import (
+    DEFAULT_STATE_DIR,
+    REGISTRY_FILE,
+    FrontEntry,
+    LinkEntry,
+    Registry,
+    write_registry,
+)
+from inferslice.testbed.addressing import AddressPlan
+from inferslice.testbed.net import kernel, procs
+from inferslice.testbed.net.htb import DIRECTIONS, HtbClassStats
+from inferslice.testbed.net.plan import DEFAULT_PREFIX, EDGE_IF, EDGE_RATE_BPS, NetPlan, check_prefix, net_plan
+from inferslice.topology import Topology, default_topology_path, load_topology
+
+STATE_FILE = "net-state.json"
+DELAYLINE = "delayline"
+TUN_WAIT_S = 10.0  # the delay line is up in well under a second; allow for a loaded machine
+READY_TIMEOUT_S = 60.0  # engine hosts and fronts import heavy modules on 2 shared cores
+HEALTH_POLL_S = 0.2
+
+
+class ServiceStartError(PermanentError):
+    """A testbed service did not become healthy in time (the message names its log file)."""
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """One process the testbed starts and waits for."""
+
+    name: str  # PID file / log file name
+    netns: str
+    argv: tuple[str, ...]
+    health_url: str  # GET must answer 200
+    kind: str = "service"  # host | front | service
+    key: str = ""  # the PoP or tier it serves
+
+
+ServiceFactory = Callable[[Topology, str, Path, NetPlan], list[ServiceSpec]]
+
+
+def default_services(top: Topology, topology_path: str, state_dir: Path, plan: NetPlan) -> list[ServiceSpec]:
+    """An engine host per PoP (in its namespace) and a serving front per tier (in the gateway's)."""
+    addr = AddressPlan(top)
+    out: list[ServiceSpec] = []
+    for pop in plan.pops:
+        admin = addr.host_admin(pop)
+        argv = (
+            sys.executable,
+            "-m",
+            "inferslice.testbed.engine.host",
+            "--topology",
+            topology_path,
+            "--pop",
+            pop,
+            "--admin",
+            admin.listen,
+            "--state-dir",
+            str(state_dir),
+        )
+        out.append(ServiceSpec(f"host-{pop}", plan.netns(pop), argv, f"{admin.url}/admin/health", "host", pop))
+    for t in plan.tiers:
+        front = addr.front(t.name)
+        argv = (
+            sys.executable,
+            "-m",
+            "inferslice.testbed.serving.front",
+            "--topology",
+            topology_path,
+            "--tier",
+            t.name,
+            "--listen",
+            front.listen,
+            "--state-dir",
+            str(state_dir),
+        )
+        out.append(ServiceSpec(f"front-{t.name}", plan.gateway_netns, argv, f"{front.url}/admin/state", "front", t.name))
+    return out
+
+
+# -- state ---------------------------------------------------------------------------------------
+def _write_state(state_dir: Path, data: dict[str, Any]) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    tmp = state_dir / (STATE_FILE + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, state_dir / STATE_FILE)
+
+
+def _read_state(state_dir: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((state_dir / STATE_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise NotPrivilegedError("the netns testbed needs root (network namespaces, TUN devices, qdiscs); run it with sudo")
+
+
+# -- registry ------------------------------------------------------------------------------------
+def _links(plan: NetPlan, caps: dict[str, dict[str, float | None]]) -> list[LinkEntry]:
+    out: list[LinkEntry] = []
+    for t in plan.tiers:
+        for direction, ns in (("receive", plan.gateway_netns), ("transmit", plan.client_netns)):
+            out.append(
+                LinkEntry(
+                    name="client-edge",
+                    kind="access",
+                    netns=ns,
+                    ifname=EDGE_IF,
+                    pop=plan.gateway,
+                    tier=t.name,
+                    direction=direction,
+                    htb_classid=t.classid,
+                    cap_bps=caps[t.name][direction],
+                )
+            )
+    for w in plan.wan:
+        for pop, peer, ns in ((w.a, w.b, w.ns_a), (w.b, w.a, w.ns_b)):
+            out.append(LinkEntry(name=f"wan-{pop}-{peer}", kind="wan", netns=ns, ifname=w.ifname, pop=pop, peer_pop=peer, rtt_s=w.rtt_s))
+    for pop in plan.pops:
+        for t in plan.tiers:
+            out.append(
+                LinkEntry(name=f"overlay-{t.name}-{pop}", kind="overlay", netns=plan.netns(pop), ifname=t.vxlan, pop=pop, tier=t.name)
+            )
+    return out
+
+
+def _registry(
+    top: Topology,
+    topology_path: str,
+    state_dir: Path,
+    plan: NetPlan,
+    specs: list[ServiceSpec],
+    pids: dict[str, int],
+    caps: dict[str, dict[str, float | None]],
+) -> Registry:
+    addr = AddressPlan(top)
+    fronts = tuple(
+        FrontEntry(
+            tier=t.name,
+            url=addr.front(t.name).url,
+            admin_url=addr.front_admin(t.name).url,
+            netns=plan.gateway_netns,
+            pid=pids.get(f"front-{t.name}"),
+            replicas_target=max(1, top.tier(t.name).replicas_min),
+        )
+        for t in plan.tiers
+    )
+    services = {s.name: s.health_url.rsplit("/admin/", 1)[0] for s in specs}
+    return Registry(
+        topology_path=topology_path,
+        state_dir=str(state_dir),
+        updated_s=time.time(),
+        fronts=fronts,
+        links=tuple(_links(plan, caps)),
+        services=services,
+        pids=dict(pids),
+    )
+
+
+# -- up ------------------------------------------------------------------------------------------
+def _healthy(url: str) -> bool:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
+    try:
+        with opener.open(url, timeout=1.0) as resp:
+            return int(resp.status) == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _log_tail(state_dir: Path, name: str, lines: int = 5) -> str:
+    try:
+        text = procs.log_path(state_dir, name).read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(text[-lines:])
+
+
+def _wait_ready(specs: list[ServiceSpec], pids: dict[str, int], state_dir: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    pending = list(specs)
+    while pending:
+        for spec in list(pending):
+            pf = procs.PidFile(spec.name, pids[spec.name], None)
+            if _healthy(spec.health_url):
+                pending.remove(spec)
+            elif not procs.is_running(pf):
+                raise ServiceStartError(
+                    f"{spec.name} exited before answering {spec.health_url}; see "
+                    f"{procs.log_path(state_dir, spec.name)}: {_log_tail(state_dir, spec.name)}"
+                )
+        if pending and time.monotonic() > deadline:
+            spec = pending[0]
+            raise ServiceStartError(
+                f"{spec.name} did not answer {spec.health_url} within {timeout_s:g} s; see "
+                f"{procs.log_path(state_dir, spec.name)}: {_log_tail(state_dir, spec.name)}"
+            )
+        if pending:
+            time.sleep(HEALTH_POLL_S)
+
+
+def up(
+    topology_path: str | None,
+    state_dir: Path = DEFAULT_STATE_DIR,
+    services: bool = True,
+    *,
+    prefix: str = DEFAULT_PREFIX,
+    service_factory: ServiceFactory | None = None,
+    ready_timeout_s: float = READY_TIMEOUT_S,
+) -> Registry:
+    """Build the testbed of ``topology_path`` (None: the default file) and return its registry."""
+    require_root()
+    check_prefix(prefix)
+    state_dir = Path(state_dir)
+    path = str(Path(topology_path).resolve()) if topology_path is not None else str(default_topology_path())
+    top = load_topology(path)
+    plan = net_plan(top, prefix)
+    for ns in plan.all_netns:
+        if (kernel.NETNS_DIR / ns).exists():
+            raise kernel.NetworkBuildError(f"namespace {ns} already exists: run `inferslice testbed down` first")
+    caps: dict[str, dict[str, float | None]] = {t.name: {"receive": t.cap_bps, "transmit": t.cap_bps} for t in plan.tiers}
+    _write_state(state_dir, {"prefix": prefix, "topology_path": path, "caps": caps, "started_s": time.time()})
+    try:
+        kernel.create_namespaces(plan)
+        kernel.setup_nodes(plan)
+        pids: dict[str, int] = {}
+        if plan.wan:
+            links = [f"--link={w.ns_a},{w.ns_b},{w.ifname},{w.rtt_s!r}" for w in plan.wan]
+            # Run it inside the gateway namespace so that `down` finds it by namespace even without PID files.
+            pids[DELAYLINE] = procs.spawn(
+                DELAYLINE, [sys.executable, "-m", "inferslice.testbed.net.delayline", *links], state_dir, netns=plan.gateway_netns
+            )
+            dl = procs.PidFile(DELAYLINE, pids[DELAYLINE], None)
+            try:
+                kernel.wait_tuns(plan, TUN_WAIT_S, lambda: procs.is_running(dl))
+            except kernel.NetworkBuildError as err:
+                raise kernel.NetworkBuildError(
+                    f"{err}; see {procs.log_path(state_dir, DELAYLINE)}: {_log_tail(state_dir, DELAYLINE)}"
+                ) from None
+        kernel.setup_underlay(plan)
+        kernel.setup_overlay(plan)
+        kernel.setup_edge(plan)
+        kernel.setup_mgmt(plan)
+        specs: list[ServiceSpec] = []
+        if services:
+            specs = (service_factory or default_services)(top, path, state_dir, plan)
+            for spec in specs:
+                pids[spec.name] = procs.spawn(spec.name, spec.argv, state_dir, netns=spec.netns)
+            _wait_ready(specs, pids, state_dir, ready_timeout_s)
+        reg = _registry(top, path, state_dir, plan, specs, pids, caps)
+        write_registry(reg, state_dir)
+        _write_state(
+            state_dir,
+            {"prefix": prefix, "topology_path": path, "caps": caps, "started_s": time.time(), "services": [asdict(s) for s in specs]},
+        )
+        return reg
+    except BaseException:
+        _teardown(plan, state_dir)
+        raise
+
+
+def _teardown(plan: NetPlan, state_dir: Path) -> list[str]:
+    """Remove exactly what one ``up`` of ``plan`` built (a failed ``up`` must not touch another
+    testbed that shares the prefix's beginning)."""
+    removed: list[str] = list(procs.stop_all(state_dir))
+    namespaces = [ns for ns in plan.all_netns if (kernel.NETNS_DIR / ns).exists()]
+    stray = [pid for pids in procs.netns_pids(namespaces).values() for pid in pids]
+    if stray:
+        procs.terminate(stray)
+        removed += [f"process {pid}" for pid in stray]
+    removed += kernel.remove_root_links(plan.mgmt_host_if)
+    removed += kernel.remove_netns(namespaces)
+    removed += _remove_state_files(state_dir)
+    return removed
+
+
+def _remove_state_files(state_dir: Path) -> list[str]:
+    removed: list[str] = []
+    for name in (REGISTRY_FILE, STATE_FILE):
+        if (state_dir / name).exists():
+            (state_dir / name).unlink()
+            removed.append(f"file {state_dir / name}")
+    for frag in state_dir.glob("replicas-*.json") if state_dir.is_dir() else []:
+        frag.unlink(missing_ok=True)
+        removed.append(f"file {frag}")
+    return removed
+
+
+# -- down / status -------------------------------------------------------------------------------
+def down(state_dir: Path = DEFAULT_STATE_DIR, *, prefix: str | None = None) -> list[str]:
+    """Remove everything the testbed created; works with missing or partial state. Idempotent."""
+    require_root()
+    state_dir = Path(state_dir)
+    state = _read_state(state_dir)
+    if prefix is None:
+        prefix = str(state["prefix"]) if state and "prefix" in state else DEFAULT_PREFIX
+    check_prefix(prefix)
+    removed: list[str] = list(procs.stop_all(state_dir))
+    namespaces = kernel.list_netns(prefix)
+    stray = [pid for pids in procs.netns_pids(namespaces).values() for pid in pids]
+    if stray:
+        procs.terminate(stray)
+        removed += [f"process {pid}" for pid in stray]
+    removed += kernel.remove_root_links(prefix)
+    removed += kernel.remove_netns(namespaces)
+    removed += _remove_state_files(state_dir)
+    return removed
+
+
+def status(state_dir: Path = DEFAULT_STATE_DIR, *, prefix: str | None = None) -> dict[str, Any]:
+    state_dir = Path(state_dir)
+    state = _read_state(state_dir) or {}
+    prefix = str(state.get("prefix", prefix or DEFAULT_PREFIX))
+    processes = {
+        pf.name: {"pid": pf.pid, "running": procs.is_running(pf), "log": str(procs.log_path(state_dir, pf.name))}
+        for pf in procs.read_pidfiles(state_dir)
+    }
+    namespaces = kernel.list_netns(prefix)
+    return {
+        "up": bool(state) and bool(namespaces) and all(p["running"] for p in processes.values()),
+        "state_dir": str(state_dir),
+        "prefix": prefix,
+        "topology_path": state.get("topology_path"),
+        "namespaces": namespaces,
+        "processes": processes,
+        "caps_bps": state.get("caps", {}),
+    }
+
+
+# -- caps and counters ---------------------------------------------------------------------------
+def _plan_from_state(state_dir: Path) -> tuple[NetPlan, dict[str, Any]]:
+    state = _read_state(state_dir)
+    if not state:
+        raise PermanentError(f"no testbed state in {state_dir} (is the testbed up?)")
+    return net_plan(load_topology(state["topology_path"]), str(state["prefix"])), state
+
+
+def set_cap(tier: str, cap_bps: float | None, direction: str = "receive", state_dir: Path = DEFAULT_STATE_DIR) -> None:
+    """Change a tier's client-edge cap live (None: uncapped, i.e. the 10 Gbit/s line rate)."""
+    require_root()
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, not {direction!r}")
+    if cap_bps is not None and cap_bps <= 0:
+        raise ValueError("cap_bps must be positive or None")
+    state_dir = Path(state_dir)
+    plan, state = _plan_from_state(state_dir)
+    t = plan.tier(tier)
+    ns = plan.gateway_netns if direction == "receive" else plan.client_netns
+    kernel.set_class_rate(ns, t.classid_int, cap_bps if cap_bps is not None else EDGE_RATE_BPS)
+    caps = state.setdefault("caps", {})
+    caps.setdefault(tier, {})[direction] = cap_bps
+    _write_state(state_dir, state)
+    try:
+        reg_text = (state_dir / REGISTRY_FILE).read_text()
+    except OSError:
+        return
+    from inferslice.registry import registry_from_json  # the registry is ours: keep it truthful
+
+    reg = registry_from_json(reg_text)
+    links = tuple(
+        LinkEntry(**{**asdict(lk), "cap_bps": cap_bps}) if lk.kind == "access" and lk.tier == tier and lk.direction == direction else lk
+        for lk in reg.links
+    )
+    write_registry(
+        Registry(**{**{f: getattr(reg, f) for f in reg.__dataclass_fields__}, "links": links, "updated_s": time.time()}), state_dir
+    )
+
+
+@dataclass(frozen=True)
+class EdgeCounters:
+    """Kernel byte counters of a tier on the client edge (HTB classes)."""
+
+    tier: str
+    receive_bytes: int  # towards the clients (gateway end egress)
+    transmit_bytes: int  # from the clients (client end egress)
+    receive: HtbClassStats
+    transmit: HtbClassStats
+
+
+def edge_counters(state_dir: Path = DEFAULT_STATE_DIR, plan: NetPlan | None = None) -> dict[str, EdgeCounters]:
+    """Per-tier receive/transmit counters of the client edge, read from the kernel's HTB classes."""
+    if plan is None:
+        plan, _ = _plan_from_state(Path(state_dir))
+    rx = kernel.read_edge_classes(plan.gateway_netns)
+    tx = kernel.read_edge_classes(plan.client_netns)
+    out: dict[str, EdgeCounters] = {}
+    for t in plan.tiers:
+        r, x = rx[t.classid], tx[t.classid]
+        out[t.name] = EdgeCounters(t.name, r.bytes, x.bytes, r, x)
+    return out

@@ -1,0 +1,240 @@
+"""The kernel network plan of the netns testbed, computed from the topology alone (pure).
+
+Everything the testbed creates carries a name prefix (``isl-`` by default) so that ``down`` can
+find leftovers after a crash: namespaces ``<prefix><pop>`` and ``<prefix><client>``, and the one
+interface in the root namespace, ``<prefix>mgmt``. Interfaces inside our namespaces disappear with
+them, so they use short fixed names.
+"""
+
+from __future__ import annotations
+
+import heapq
+import ipaddress
+from dataclasses import dataclass
+
+from inferslice.testbed.addressing import EDGE_NET, MGMT_NET, NODE_NET, UNDERLAY_NET, AddressPlan
+from inferslice.topology import Topology
+
+DEFAULT_PREFIX = "isl-"
+IFNAMSIZ_MAX = 15  # Linux interface names hold at most 15 characters
+MAX_PREFIX_LEN = IFNAMSIZ_MAX - len("mgmt")  # the root-namespace interface is <prefix>mgmt
+
+EDGE_IF = "isl-edge"  # both ends of the client edge veth (each in its own namespace)
+MGMT_IF = "isl-mgmt"  # the gateway end of the management veth
+VXLAN_PORT = 4789  # IANA VXLAN port
+UNDERLAY_MTU = 1500  # the delay line's TUN devices
+OVERLAY_MTU = UNDERLAY_MTU - 50  # VXLAN over IPv4 adds 50 bytes
+EDGE_RATE_BPS = 10e9  # the brief's 10 Gbit/s NICs: "uncapped" means this rate
+HTB_DEFAULT_MINOR = 0x10  # unclassified traffic
+HTB_TIER_MINOR_BASE = 0x11  # tier i gets minor 0x11 + i ("1:11", "1:12", ...)
+HTB_MAJOR = 1
+
+
+def check_prefix(prefix: str) -> None:
+    if not prefix.startswith("isl-") or len(prefix) > MAX_PREFIX_LEN or "/" in prefix:
+        raise ValueError(f"name prefix {prefix!r} must start with 'isl-' and be at most {MAX_PREFIX_LEN} characters")
+
+
+@dataclass(frozen=True)
+class WanLink:
+    index: int
+    a: str
+    b: str
+    ns_a: str
+    ns_b: str
+    ifname: str  # the TUN device's name at both ends (each end in its own namespace)
+    ip_a: str
+    ip_b: str
+    rtt_s: float
+
+    @property
+    def name(self) -> str:
+        return f"wan-{self.a}-{self.b}"
+
+
+@dataclass(frozen=True)
+class Route:
+    dst: str  # CIDR
+    via: str | None
+    dev: str
+
+
+@dataclass(frozen=True)
+class TierNet:
+    name: str
+    index: int
+    subnet: ipaddress.IPv4Network
+    vni: int
+    bridge: str
+    vxlan: str
+    classid: str  # "1:11"
+    classid_int: int
+    cap_bps: float | None  # initial client-edge cap from the topology
+
+
+@dataclass(frozen=True)
+class NetPlan:
+    prefix: str
+    pops: tuple[str, ...]
+    gateway: str
+    client: str
+    wan: tuple[WanLink, ...]
+    tiers: tuple[TierNet, ...]
+    node_ips: dict[str, str]
+    routes: dict[str, tuple[Route, ...]]  # PoP -> routes over the underlay
+    # bridge addresses per PoP: (bridge, ip/prefixlen)
+    bridge_addrs: dict[str, tuple[tuple[str, str], ...]]
+    edge_gateway_ip: str
+    edge_client_ip: str
+    mgmt_root_ip: str
+    mgmt_gateway_ip: str
+
+    def netns(self, name: str) -> str:
+        return f"{self.prefix}{name}"
+
+    @property
+    def client_netns(self) -> str:
+        return self.netns(self.client)
+
+    @property
+    def gateway_netns(self) -> str:
+        return self.netns(self.gateway)
+
+    @property
+    def all_netns(self) -> list[str]:
+        return [self.netns(p) for p in self.pops] + [self.client_netns]
+
+    @property
+    def mgmt_host_if(self) -> str:
+        return f"{self.prefix}mgmt"
+
+    def tier(self, name: str) -> TierNet:
+        for t in self.tiers:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    @property
+    def root_routes(self) -> list[str]:
+        """Destinations the root namespace reaches over the management veth."""
+        return [str(t.subnet) for t in self.tiers] + [str(NODE_NET), str(EDGE_NET)]
+
+
+def bridge_name(tier: str, index: int) -> str:
+    name = f"t-{tier}"
+    return name if len(name) <= IFNAMSIZ_MAX else f"t-{index}"
+
+
+def _next_hops(top: Topology) -> dict[str, dict[str, str]]:
+    """For every PoP, the neighbour on the lowest-RTT path to each other PoP (Dijkstra)."""
+    adj: dict[str, list[tuple[float, str]]] = {p.name: [] for p in top.pops}
+    for link in top.links:
+        adj[link.a].append((link.rtt_s, link.b))
+        adj[link.b].append((link.rtt_s, link.a))
+    hops: dict[str, dict[str, str]] = {}
+    for src in adj:
+        dist = {src: 0.0}
+        first: dict[str, str] = {}
+        heap: list[tuple[float, str, str]] = [(0.0, src, "")]
+        while heap:
+            d, node, via = heapq.heappop(heap)
+            if d > dist.get(node, float("inf")):
+                continue
+            if node != src and node not in first:
+                first[node] = via
+            for w, nxt in sorted(adj[node]):
+                nd = d + w
+                if nd < dist.get(nxt, float("inf")):
+                    dist[nxt] = nd
+                    heapq.heappush(heap, (nd, nxt, via or nxt))
+        hops[src] = first
+    return hops
+
+
+def net_plan(top: Topology, prefix: str = DEFAULT_PREFIX) -> NetPlan:
+    check_prefix(prefix)
+    addr = AddressPlan(top)
+    pops = tuple(p.name for p in top.pops)
+    node_ips = {p: addr.node_ip(p) for p in pops}
+    base = int(UNDERLAY_NET.network_address)
+    wan: list[WanLink] = []
+    for i, link in enumerate(top.links):
+        net = base + 4 * i
+        wan.append(
+            WanLink(
+                index=i,
+                a=link.a,
+                b=link.b,
+                ns_a=f"{prefix}{link.a}",
+                ns_b=f"{prefix}{link.b}",
+                ifname=f"isl-w{i}",
+                ip_a=str(ipaddress.IPv4Address(net + 1)),
+                ip_b=str(ipaddress.IPv4Address(net + 2)),
+                rtt_s=link.rtt_s,
+            )
+        )
+
+    def toward(src: str, dst: str) -> Route:
+        """Route from src to a neighbour dst's side of their link."""
+        for w in wan:
+            if (w.a, w.b) == (src, dst):
+                return Route("", w.ip_b, w.ifname)
+            if (w.b, w.a) == (src, dst):
+                return Route("", w.ip_a, w.ifname)
+        raise KeyError(f"no link {src}-{dst}")
+
+    hops = _next_hops(top)
+    gateway = top.client.gateway
+    routes: dict[str, tuple[Route, ...]] = {}
+    for src in pops:
+        rs: list[Route] = []
+        for dst in pops:
+            if dst == src or dst not in hops[src]:
+                continue
+            hop = toward(src, hops[src][dst])
+            rs.append(Route(f"{node_ips[dst]}/32", hop.via, hop.dev))
+        if src != gateway and gateway in hops[src]:
+            hop = toward(src, hops[src][gateway])
+            for net in (MGMT_NET, EDGE_NET):
+                rs.append(Route(str(net), hop.via, hop.dev))
+        routes[src] = tuple(rs)
+
+    tiers: list[TierNet] = []
+    bridge_addrs: dict[str, list[tuple[str, str]]] = {p: [] for p in pops}
+    for i, tier in enumerate(top.tiers):
+        minor = HTB_TIER_MINOR_BASE + i
+        tn = TierNet(
+            name=tier.name,
+            index=i,
+            subnet=tier.subnet,
+            vni=tier.vni,
+            bridge=bridge_name(tier.name, i),
+            vxlan=f"vx{tier.vni}",
+            classid=f"{HTB_MAJOR}:{minor:x}",
+            classid_int=(HTB_MAJOR << 16) | minor,
+            cap_bps=tier.client_cap_bps,
+        )
+        tiers.append(tn)
+        plen = tier.subnet.prefixlen
+        bridge_addrs[gateway].append((tn.bridge, f"{addr.front(tier.name).host}/{plen}"))
+        for k in range(len(tier.placement)):
+            pop, _ = addr.slot_of(tier.name, k)
+            bridge_addrs[pop].append((tn.bridge, f"{addr.replica(tier.name, k).host}/{plen}"))
+
+    edge = int(EDGE_NET.network_address)
+    mgmt = int(MGMT_NET.network_address)
+    return NetPlan(
+        prefix=prefix,
+        pops=pops,
+        gateway=gateway,
+        client=top.client.name,
+        wan=tuple(wan),
+        tiers=tuple(tiers),
+        node_ips=node_ips,
+        routes=routes,
+        bridge_addrs={p: tuple(v) for p, v in bridge_addrs.items()},
+        edge_gateway_ip=str(ipaddress.IPv4Address(edge + 1)),
+        edge_client_ip=str(ipaddress.IPv4Address(edge + 2)),
+        mgmt_root_ip=str(ipaddress.IPv4Address(mgmt + 1)),
+        mgmt_gateway_ip=str(ipaddress.IPv4Address(mgmt + 2)),
+    )

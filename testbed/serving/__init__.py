@@ -1,0 +1,1 @@
+"""Per-tier serving front: Ray-Serve-like router, queue and autoscaler in front of the engine hosts."""

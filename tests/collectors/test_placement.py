@@ -1,0 +1,179 @@
+"""Placement sources: testbed registry, Ray Serve's REST API, KubeRay RayService status."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jsonschema
+import pytest
+import yaml
+
+from inferslice.collectors import (
+    KubernetesPlacement,
+    RayServePlacement,
+    RegistryPlacement,
+    ReplicaPlacement,
+    count_ready,
+    parse_rayservice,
+    parse_serve_applications,
+)
+from inferslice.errors import ParseError, SourceUnavailable
+from inferslice.registry import Registry, ReplicaEntry, write_registry, write_replicas_fragment
+
+CRDS = Path(__file__).resolve().parents[3] / "shared" / "crds"
+
+
+def _replica(rid: str, tier: str, pop: str, state: str = "ready") -> ReplicaEntry:
+    return ReplicaEntry(id=rid, tier=tier, pop=pop, gpu=0, gpu_fraction=0.5, gpu_share=1.0, url="http://x", state=state)
+
+
+def test_registry_placement_merges_fragments(tmp_path: Path) -> None:
+    src = RegistryPlacement(tmp_path)
+    with pytest.raises(SourceUnavailable):
+        src.placement("premium")
+    write_registry(Registry(topology_path="t.yaml", state_dir=str(tmp_path), replicas=(_replica("free-0", "free", "bristol"),)), tmp_path)
+    write_replicas_fragment(
+        tmp_path, "premium", [_replica("premium-0", "premium", "bristol"), _replica("premium-1", "premium", "london", "starting")]
+    )
+    got = src.placement("premium")
+    assert got == [ReplicaPlacement("premium-0", "bristol", "ready"), ReplicaPlacement("premium-1", "london", "starting")]
+    assert count_ready(got) == 1
+    assert src.placement("free") == [("free-0", "bristol", "ready")]
+
+
+SERVE_BODY: dict[str, Any] = {
+    "controller_info": {"node_id": "n0"},
+    "proxy_location": "EveryNode",
+    "applications": {
+        "premium": {
+            "name": "premium",
+            "route_prefix": "/premium",
+            "status": "RUNNING",
+            "message": "",
+            "deployments": {
+                "LLMServer": {
+                    "name": "LLMServer",
+                    "status": "UPSCALING",
+                    "target_num_replicas": 3,
+                    "deployment_config": {"autoscaling_config": {"min_replicas": 1, "max_replicas": 6}},
+                    "replicas": [
+                        {"replica_id": "r1", "state": "RUNNING", "node_id": "n1", "node_ip": "10.0.0.1", "pid": 11},
+                        {"replica_id": "r2", "state": "RUNNING", "node_id": "n2", "node_ip": "10.0.0.2", "pid": 12},
+                        {"replica_id": "r3", "state": "STARTING", "node_id": "n3", "node_ip": "10.0.0.3", "pid": None},
+                    ],
+                },
+                "Router": {"name": "Router", "status": "HEALTHY", "deployment_config": {"num_replicas": 1}, "replicas": []},
+            },
+        },
+        "free": {"name": "free", "status": "DEPLOYING", "deployments": {}},
+    },
+}
+
+
+def test_parse_serve_applications() -> None:
+    apps = parse_serve_applications(SERVE_BODY, node_pops={"n1": "bristol", "10.0.0.2": "london"})
+    premium = apps["premium"]
+    assert premium.status == "RUNNING" and premium.target_replicas == 4 and premium.max_replicas == 6
+    assert premium.replicas == (
+        ReplicaPlacement("r1", "bristol", "ready"),
+        ReplicaPlacement("r2", "london", "ready"),
+        ReplicaPlacement("r3", "10.0.0.3", "starting"),  # unmapped node: its IP
+    )
+    assert apps["free"].replicas == () and apps["free"].max_replicas is None
+    with pytest.raises(ParseError):
+        parse_serve_applications({"applications": {"x": {"deployments": {"d": {"replicas": "oops"}}}}})
+    with pytest.raises(ParseError):
+        parse_serve_applications([])
+
+
+def test_ray_serve_placement_over_http() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/api/serve/applications/"
+        return httpx.Response(200, json=SERVE_BODY)
+
+    src = RayServePlacement("http://ray:8265", app_for_slice={"gold": "premium"}, transport=httpx.MockTransport(handler))
+    assert count_ready(src.placement("gold")) == 2
+    assert src.placement("nonexistent") == []
+    down = RayServePlacement("http://ray:8265", transport=httpx.MockTransport(lambda r: httpx.Response(503)))
+    with pytest.raises(SourceUnavailable):
+        down.placement("premium")
+
+
+def _rayservice() -> dict[str, Any]:
+    serve_config = {
+        "applications": [
+            {
+                "name": "premium",
+                "import_path": "serve_llm:app",
+                "deployments": [{"name": "LLMServer", "autoscaling_config": {"min_replicas": 1, "max_replicas": 6}}],
+            }
+        ]
+    }
+    worker = {"containers": [{"name": "ray-worker", "image": "rayproject/ray:2.60.0"}]}
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayService",
+        "metadata": {"name": "premium", "namespace": "inferslice"},
+        "spec": {
+            "serveConfigV2": yaml.safe_dump(serve_config),
+            "rayClusterConfig": {
+                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.60.0"}]}}},
+                "workerGroupSpecs": [
+                    {
+                        "groupName": "bristol",
+                        "replicas": 2,
+                        "minReplicas": 1,
+                        "maxReplicas": 3,
+                        "rayStartParams": {},
+                        "template": {"spec": {**worker, "nodeSelector": {"topology.kubernetes.io/zone": "bristol"}}},
+                    },
+                    {
+                        "groupName": "london",
+                        "replicas": 1,
+                        "minReplicas": 0,
+                        "maxReplicas": 3,
+                        "rayStartParams": {},
+                        "template": {"spec": {**worker, "nodeSelector": {"topology.kubernetes.io/zone": "london"}}},
+                    },
+                ],
+            },
+        },
+        "status": {
+            "serviceStatus": "Running",
+            "activeServiceStatus": {
+                "rayClusterName": "premium-raycluster-abcde",
+                "applicationStatuses": {
+                    "premium": {"status": "RUNNING", "serveDeploymentStatuses": {"LLMServer": {"status": "UPSCALING"}}}
+                },
+                "rayClusterStatus": {"readyWorkerReplicas": 2, "desiredWorkerReplicas": 3, "availableWorkerReplicas": 2},
+            },
+        },
+    }
+
+
+def test_rayservice_fixture_is_valid_against_the_crd() -> None:
+    crd_path = CRDS / "ray.io_rayservices.yaml"
+    if not crd_path.exists():
+        pytest.skip(f"no CRD at {crd_path}")
+    crd = yaml.safe_load(crd_path.read_text())
+    schema = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")["schema"]["openAPIV3Schema"]
+    jsonschema.validate(_rayservice(), schema)
+
+
+def test_parse_rayservice_and_placement() -> None:
+    obj = _rayservice()
+    state = parse_rayservice(obj)
+    assert state.app_statuses == {"premium": "RUNNING"}
+    assert state.deployment_statuses["premium"]["LLMServer"] == "UPSCALING"
+    assert state.ready_workers == 2 and state.desired_workers == 3
+    assert state.serve_max_replicas == {"premium": 6} and state.serve_replicas == {"premium": None}
+    got = KubernetesPlacement(lambda slice: obj).placement("premium")
+    assert got == [
+        ReplicaPlacement("bristol-0", "bristol", "ready"),
+        ReplicaPlacement("bristol-1", "bristol", "ready"),
+        ReplicaPlacement("london-0", "london", "starting"),
+    ]
+    with pytest.raises(ParseError):
+        parse_rayservice({"spec": {"serveConfigV2": "applications: [unclosed"}})

@@ -1,0 +1,207 @@
+"""The serving front (router, queue, fixed mode, autoscaling, failures) with real engine hosts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from inferslice.registry import replicas_fragment_path
+from inferslice.testbed.addressing import AddressPlan
+from inferslice.testbed.engine.host import EngineHost
+from inferslice.testbed.serving import autoscale
+from inferslice.testbed.serving.front import TierFront
+from inferslice.testbed.serving.router import RouterCore
+from inferslice.topology import Topology
+
+from .conftest import fast_topology
+
+
+# -- pure parts ----------------------------------------------------------------------------------
+def test_router_never_exceeds_max_and_serves_fifo() -> None:
+    r = RouterCore(2, seed=1)
+    r.add_replica("a", routable=True)
+    r.add_replica("b", routable=True)
+    got = [r.try_assign(k) for k in range(7)]
+    assert sorted(x for x in got if x) == ["a", "a", "b", "b"]
+    assert r.queued == 3 and r.ongoing == 7
+    r.release("a")
+    assert r.dispatch() == [(4, "a")]
+    r.release("b")
+    r.release("b")
+    assert r.dispatch() == [(5, "b"), (6, "b")]
+    assert max(r.in_flight("a"), r.in_flight("b")) <= 2
+    r.set_routable("a", False)
+    r.release("b")
+    assert r.try_assign(99) == "b"  # an unroutable replica gets nothing
+    assert r.try_assign(100) is None
+
+
+def test_autoscale_waits_for_delays_and_clamps() -> None:
+    s = autoscale.AutoscaleSettings(2.0, 1, 3, look_back_period_s=1.0, upscale_delay_s=2.0, downscale_delay_s=5.0)
+    st = autoscale.AutoscaleState()
+    target = 1
+    for i in range(40):  # 10 ongoing for 4 s: wants ceil(10/2) = 5, clamped to 3, after 2 s
+        now = i * 0.1
+        autoscale.observe(st, s, now, 10)
+        target = autoscale.decide(st, s, now, target)
+        if now < 2.0:
+            assert target == 1
+    assert target == 3
+    for i in range(40, 120):
+        now = i * 0.1
+        autoscale.observe(st, s, now, 0)
+        target = autoscale.decide(st, s, now, target)
+        if now < 4.0 + 5.0:
+            assert target == 3
+    assert target == 1
+
+
+# -- with sockets --------------------------------------------------------------------------------
+@dataclass
+class Bed:
+    top: Topology
+    plan: AddressPlan
+    hosts: dict[str, EngineHost]
+    state_dir: Path
+
+    async def front(self, tier: str, **kw: Any) -> TierFront:
+        f = TierFront(self.top, tier, plan=self.plan, state_dir=str(self.state_dir), tick_s=0.05, **kw)
+        ep = self.plan.front(tier)
+        await f.start(ep.host, ep.port)
+        return f
+
+
+@pytest.fixture
+async def bed(base_port: int, tmp_path: Path) -> AsyncIterator[Bed]:
+    top = fast_topology(standard={"max_ongoing_requests": 2}, premium={"target_ongoing_requests": 1.0})
+    plan = AddressPlan(top, "loopback", base_port=base_port)
+    hosts = {}
+    for pop in top.pops:
+        h = EngineHost(top, pop.name, drain_timeout_s=1.0)
+        ep = plan.host_admin(pop.name)
+        await h.start(ep.host, ep.port)
+        hosts[pop.name] = h
+    try:
+        yield Bed(top, plan, hosts, tmp_path)
+    finally:
+        for h in hosts.values():
+            await h.stop()
+
+
+async def stream(session: aiohttp.ClientSession, url: str, tokens: int) -> tuple[int, list[dict[str, Any]]]:
+    body = {"messages": [{"role": "user", "content": "hello"}], "max_tokens": tokens, "stream": True}
+    async with session.post(url + "/v1/chat/completions", json=body) as r:
+        text = await r.text()
+    if r.status != 200:
+        return r.status, [json.loads(text)]
+    events = [e[len("data: ") :] for e in text.strip().split("\n\n")]
+    assert events[-1] == "[DONE]"
+    return r.status, [json.loads(e) for e in events[:-1]]
+
+
+async def wait_for(cond: Any, timeout_s: float = 5.0) -> None:
+    for _ in range(int(timeout_s / 0.02)):
+        if cond():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition not met in time")
+
+
+async def test_fixed_mode_routes_within_max_ongoing_and_queues(bed: Bed) -> None:
+    front = await bed.front("standard", fixed_replicas=2)
+    try:
+        await wait_for(lambda: sum(r["state"] == "ready" for r in front.state()["replicas"]) == 2)
+        frag = json.loads(replicas_fragment_path(bed.state_dir, "standard").read_text())
+        assert {e["id"] for e in frag} == {"standard-0", "standard-1"}
+        assert {(e["pop"], e["gpu"]) for e in frag} == {("bristol", 0), ("london", 1)}
+        peak_replica, peak_queue = 0, 0
+        done = asyncio.Event()
+
+        async def watch() -> None:
+            nonlocal peak_replica, peak_queue
+            while not done.is_set():
+                for h in bed.hosts.values():
+                    for hosted in h.replicas.values():
+                        peak_replica = max(peak_replica, hosted.server.in_flight)
+                peak_queue = max(peak_queue, front.router.queued)
+                await asyncio.sleep(0.005)
+
+        watcher = asyncio.create_task(watch())
+        url = bed.plan.front("standard").url
+        async with aiohttp.ClientSession() as s:
+            results = await asyncio.gather(*(stream(s, url, 8) for _ in range(8)))
+        done.set()
+        await watcher
+        assert all(status == 200 for status, _ in results)
+        assert all(sum(1 for c in chunks if c["choices"] and "content" in c["choices"][0]["delta"]) == 9 for _, chunks in results)
+        assert peak_replica == 2  # max_ongoing_requests, never more
+        assert peak_queue >= 3
+        async with aiohttp.ClientSession() as s:
+            async with s.put(url + "/admin/replicas", json={"replicas": 7}) as r:
+                assert r.status == 422
+            async with s.put(url + "/admin/replicas", json={"replicas": 1}) as r:
+                assert r.status == 200
+            await wait_for(lambda: len(front.replicas) == 1)
+            async with s.get(url + "/metrics") as r:
+                text = await r.text()
+        assert (
+            'ray_serve_num_http_requests_total{application="standard",method="POST",route="/v1/chat/completions",status_code="200"} 8.0'
+            in text
+        )
+        assert "ray_serve_http_request_latency_ms_bucket" in text
+    finally:
+        await front.stop(release_replicas=True)
+
+
+async def test_autoscale_up_after_delay_with_cold_start_then_down(bed: Bed) -> None:
+    front = await bed.front("premium")
+    url = bed.plan.front("premium").url
+    try:
+        assert front.state()["mode"] == "autoscale"
+        await wait_for(lambda: front.state()["replicas"] and front.state()["replicas"][0]["state"] == "ready")
+        async with aiohttp.ClientSession() as s:
+            async with s.put(url + "/admin/replicas", json={"replicas": 2}) as r:
+                assert r.status == 409  # autoscaling owns the count
+            load = asyncio.gather(*(stream(s, url, 60) for _ in range(3)))
+            await wait_for(lambda: front.target == 3, timeout_s=3.0)
+            # New replicas cold-start before they take traffic.
+            await wait_for(lambda: any(r["state"] == "starting" for r in front.state()["replicas"]), timeout_s=1.0)
+            await wait_for(lambda: sum(r["state"] == "ready" for r in front.state()["replicas"]) == 3, timeout_s=3.0)
+            results = await load
+            assert all(status == 200 for status, _ in results)
+            await wait_for(lambda: front.target == 1 and len(front.replicas) == 1, timeout_s=5.0)
+            async with s.put(url + "/admin/autoscale", json={"enabled": False}) as r:
+                assert (await r.json())["mode"] == "fixed"
+    finally:
+        await front.stop(release_replicas=True)
+
+
+async def test_killed_replica_mid_stream_and_unreachable_replica_give_clean_errors(bed: Bed) -> None:
+    front = await bed.front("free", fixed_replicas=1)
+    url = bed.plan.front("free").url
+    try:
+        await wait_for(lambda: front.state()["replicas"] and front.state()["replicas"][0]["state"] == "ready")
+        async with aiohttp.ClientSession() as s:
+            task = asyncio.create_task(stream(s, url, 200))
+            host = bed.hosts["bristol"]
+            await wait_for(lambda: host.model.stats("free-0").generation_tokens > 5)
+            await host.replicas["free-0"].server.kill()  # the replica dies mid-stream
+            status, chunks = await task
+            assert status == 200
+            assert chunks[-1]["error"]["code"] == 503
+            host.replicas.pop("free-0")
+            host.driver.remove_replica("free-0")
+            # The host no longer lists it: unhealthy, so new requests wait; an unreachable URL is a 503.
+            await wait_for(lambda: front.state()["replicas"][0]["state"] == "unhealthy")
+            front.router.set_routable("free-0", True)  # force a route to the dead address
+            status, body = await stream(s, url, 5)
+            assert status == 503 and body[0]["error"]["code"] == 503
+    finally:
+        await front.stop()

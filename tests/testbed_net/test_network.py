@@ -1,0 +1,164 @@
+"""The real kernel testbed: namespaces, delay line, overlay, edge caps, lifecycle (root only)."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from inferslice.registry import Registry, read_registry
+from inferslice.testbed.addressing import AddressPlan
+from inferslice.testbed.net import (
+    ServiceSpec,
+    down,
+    edge_counters,
+    kernel,
+    net_plan,
+    procs,
+    set_cap,
+    status,
+    up,
+)
+from inferslice.testbed.net.plan import NetPlan
+from inferslice.testbed.net.probe import Transfer, icmp_rtts, tcp_transfer
+from inferslice.topology import Topology, load_topology
+
+from .conftest import PREFIX, needs_root
+
+pytestmark = [needs_root, pytest.mark.root]
+
+STANDIN = str(Path(__file__).with_name("standin.py"))
+RTT_TOLERANCE_S = 1.5e-3
+CAP_TOLERANCE = 0.10
+# TCP goodput carries 1448 payload bytes per 1514-byte frame that HTB meters.
+GOODPUT_PER_FRAME = 1448 / 1514
+
+
+def standins(top: Topology, path: str, state_dir: Path, plan: NetPlan) -> list[ServiceSpec]:
+    """A trivial HTTP server in place of each engine host and serving front, at the same addresses."""
+    addr = AddressPlan(top)
+    out = [
+        ServiceSpec(
+            f"host-{pop}",
+            plan.netns(pop),
+            (sys.executable, STANDIN, addr.host_admin(pop).listen),
+            f"{addr.host_admin(pop).url}/admin/health",
+            "host",
+            pop,
+        )
+        for pop in plan.pops
+    ]
+    out += [
+        ServiceSpec(
+            f"front-{t.name}",
+            plan.gateway_netns,
+            (sys.executable, STANDIN, addr.front(t.name).listen),
+            f"{addr.front(t.name).url}/admin/state",
+            "front",
+            t.name,
+        )
+        for t in plan.tiers
+    ]
+    return out
+
+
+def leftovers(reg_pids: list[int]) -> list[str]:
+    out = [f"netns {n}" for n in kernel.list_netns(PREFIX)]
+    out += [f"link {n}" for n in Path("/sys/class/net").iterdir() if n.name.startswith(PREFIX) for n in [n]]
+    out += [f"pid {p}" for p in reg_pids if procs.is_running(procs.PidFile("x", p, None))]
+    return out
+
+
+@pytest.fixture(scope="module")
+def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Registry, NetPlan, Path]]:
+    state_dir = tmp_path_factory.mktemp("tb") / "state"
+    try:
+        reg = up(None, state_dir, services=False, prefix=PREFIX)
+        yield reg, net_plan(load_topology(None), PREFIX), state_dir
+    finally:
+        down(state_dir, prefix=PREFIX)
+
+
+def test_delay_line_rtt_per_link(testbed: tuple[Registry, NetPlan, Path]) -> None:
+    _, plan, _ = testbed
+    for w in plan.wan:
+        rtts = icmp_rtts(w.ns_a, plan.node_ips[w.b], count=15, interval_s=0.01)
+        assert len(rtts) >= 13, f"{w.name}: lost echoes"
+        median = statistics.median(rtts)
+        assert abs(median - w.rtt_s) < RTT_TOLERANCE_S, f"{w.name}: median {median * 1e3:.2f} ms for {w.rtt_s * 1e3:g} ms"
+
+
+def test_overlay_and_management_reach_replicas(testbed: tuple[Registry, NetPlan, Path]) -> None:
+    _, plan, _ = testbed
+    top = load_topology(None)
+    addr = AddressPlan(top)
+    # a premium replica slot at dublin: client -> gateway -> VXLAN over the 18 ms bristol-dublin link
+    k = next(i for i, slot in enumerate(top.tier("premium").placement) if slot.startswith("dublin/"))
+    rtts = icmp_rtts(plan.client_netns, addr.replica("premium", k).host, count=6, interval_s=0.01)
+    assert len(rtts) >= 5
+    assert abs(statistics.median(rtts) - top.rtt_s("bristol", "dublin")) < RTT_TOLERANCE_S
+    # the root namespace reaches node addresses over the management veth and the underlay
+    assert icmp_rtts(None, plan.node_ips["london"], count=3, interval_s=0.01)
+
+
+def test_registry_describes_links(testbed: tuple[Registry, NetPlan, Path]) -> None:
+    reg, plan, state_dir = testbed
+    assert read_registry(state_dir).links == reg.links
+    edge = [lk for lk in reg.links if lk.kind == "access"]
+    assert {(lk.tier, lk.direction) for lk in edge} == {(t.name, d) for t in plan.tiers for d in ("receive", "transmit")}
+    wan = {lk.name: lk.rtt_s for lk in reg.links if lk.kind == "wan"}
+    assert wan["wan-bristol-london"] == pytest.approx(0.009)
+    assert "delayline" in reg.pids
+
+
+def _receive_rate(plan: NetPlan, tier: str, port: int, seconds: float, at: tuple[tuple[float, Callable[[], None]], ...] = ()) -> Transfer:
+    front = AddressPlan(load_topology(None)).front(tier).host
+    return tcp_transfer(plan.gateway_netns, front, plan.client_netns, seconds, port=port, at=at)
+
+
+@pytest.mark.parametrize(("cap_bps", "port"), [(2e6, 15201), (0.5e6, 15202)])
+def test_receive_cap_binds(testbed: tuple[Registry, NetPlan, Path], cap_bps: float, port: int) -> None:
+    _, plan, state_dir = testbed
+    set_cap("free", cap_bps, "receive", state_dir)
+    try:
+        before = edge_counters(state_dir)["free"].receive_bytes
+        t0 = time.monotonic()
+        tr = _receive_rate(plan, "free", port, 3.0)
+        kernel_bps = (edge_counters(state_dir)["free"].receive_bytes - before) * 8 / (time.monotonic() - t0)
+    finally:
+        set_cap("free", None, "receive", state_dir)
+    goodput = tr.rate_bps(0.5, 3.0)
+    assert goodput / GOODPUT_PER_FRAME == pytest.approx(cap_bps, rel=CAP_TOLERANCE)
+    assert kernel_bps == pytest.approx(cap_bps, rel=CAP_TOLERANCE)
+
+
+def test_receive_cap_changes_live(testbed: tuple[Registry, NetPlan, Path]) -> None:
+    _, plan, state_dir = testbed
+    set_cap("standard", 2e6, "receive", state_dir)
+    try:
+        tr = _receive_rate(plan, "standard", 15203, 4.0, at=((2.0, lambda: set_cap("standard", 0.5e6, "receive", state_dir)),))
+    finally:
+        set_cap("standard", None, "receive", state_dir)
+    assert tr.rate_bps(0.5, 2.0) / GOODPUT_PER_FRAME == pytest.approx(2e6, rel=CAP_TOLERANCE)
+    assert tr.rate_bps(2.3, 4.0) / GOODPUT_PER_FRAME == pytest.approx(0.5e6, rel=CAP_TOLERANCE)
+    caps = status(state_dir)["caps_bps"]["standard"]
+    assert caps["receive"] is None  # restored, and the state says so
+    assert read_registry(state_dir) is not None
+
+
+def test_transmit_cap_binds(testbed: tuple[Registry, NetPlan, Path]) -> None:
+    _, plan, state_dir = testbed
+    front = AddressPlan(load_topology(None)).front("premium").host
+    set_cap("premium", 2e6, "transmit", state_dir)
+    try:
+        before = edge_counters(state_dir)["premium"].transmit_bytes
+        tr = tcp_transfer(plan.client_netns, plan.edge_client_ip, plan.gateway_netns, 2.5, port=15204, receiver_ip=front)
+        after = edge_counters(state_dir)["premium"].transmit_bytes
+    finally:
+        set_cap("premium", None, "transmit", state_dir)
+    assert tr.rate_bps(0.5, 2.5) / GOODPUT_PER_FRAME == pytest.approx(2e6, rel=CAP_TOLERANCE)
+    assert after > before
