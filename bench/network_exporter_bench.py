@@ -103,9 +103,19 @@ def run_size(n: int, repeat: int, node_exporter: str) -> dict[str, float]:
             server, _thread = start_http_server(port, "127.0.0.1", registry=reg)
             servers.append(server)
         proc = subprocess.Popen(
-            ["ip", "netns", "exec", ns, node_exporter, "--collector.disable-defaults", "--collector.netdev",
-             f"--web.listen-address=127.0.0.1:{port_ne}", "--log.level=error"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                node_exporter,
+                "--collector.disable-defaults",
+                "--collector.netdev",
+                f"--web.listen-address=127.0.0.1:{port_ne}",
+                "--log.level=error",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 15
         while True:
@@ -164,7 +174,8 @@ def main() -> int:
     for n in args.sizes:
         r = run_size(n, args.repeat, node_exporter)
         print(f"--- {n} interfaces, each with an HTB class (median of {args.repeat} scrapes) ---")
-        print(f"node_exporter netdev HTTP scrape:        {r['node_exporter_http_s'] * 1e3:8.2f} ms  ({r['node_exporter_series']:.0f} series)")
+        ne_ms, ne_series = r["node_exporter_http_s"] * 1e3, r["node_exporter_series"]
+        print(f"node_exporter netdev HTTP scrape:        {ne_ms:8.2f} ms  ({ne_series:.0f} series)")
         print(f"ours, links only, HTTP scrape:           {r['ours_links_http_s'] * 1e3:8.2f} ms  (8 series per interface)")
         print(f"ours, links + HTB, HTTP scrape:          {r['ours_full_http_s'] * 1e3:8.2f} ms  ({r['our_series']:.0f} series)")
         print(f"ours, links only, collect():             {r['ours_links_collect_s'] * 1e3:8.2f} ms")

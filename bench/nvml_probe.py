@@ -27,7 +27,7 @@ def main() -> int:
     nvml_errors: tuple[type[BaseException], ...] = (nvml.NVMLError,) if nvml is not None else ()
     try:
         devices = source.devices()
-    except (SourceUnavailable, *nvml_errors) as err:
+    except (SourceUnavailable, *nvml_errors) as err:  # type: ignore[misc]
         print(f"NVML unavailable: {err}", file=sys.stderr)
         return 1
     print(json.dumps(devices, indent=1, default=str))

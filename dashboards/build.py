@@ -1,12 +1,12 @@
 """Write every generated artefact under one directory.
 
-    OUT/grafana/dashboards/<uid>.json                 dashboards (import or provision)
-    OUT/grafana/provisioning/dashboards/inferslice.yaml   file provider pointing at the folder above
-    OUT/grafana/provisioning/datasources/inferslice.yaml  Prometheus datasource with the fixed uid
-    OUT/prometheus/rules/inferslice.rules.yml         Prometheus rule file (rule_files:)
-    OUT/prometheus/tests/inferslice.rules.test.yml    `promtool test rules` unit tests of those rules
-    OUT/kubernetes/prometheusrule.yaml                the same groups as a PrometheusRule object
-    OUT/alertmanager/alertmanager.yml                 routes by tier and severity to the API webhook
+OUT/grafana/dashboards/<uid>.json                 dashboards (import or provision)
+OUT/grafana/provisioning/dashboards/inferslice.yaml   file provider pointing at the folder above
+OUT/grafana/provisioning/datasources/inferslice.yaml  Prometheus datasource with the fixed uid
+OUT/prometheus/rules/inferslice.rules.yml         Prometheus rule file (rule_files:)
+OUT/prometheus/tests/inferslice.rules.test.yml    `promtool test rules` unit tests of those rules
+OUT/kubernetes/prometheusrule.yaml                the same groups as a PrometheusRule object
+OUT/alertmanager/alertmanager.yml                 routes by tier and severity to the API webhook
 """
 
 from __future__ import annotations

@@ -51,8 +51,14 @@ def iter_queries(dashboard: dict[str, Any]) -> Iterator[PanelQuery]:
     for panel in iter_panels(dashboard):
         for target in panel.get("targets") or []:
             if target.get("expr"):
-                yield PanelQuery(uid, int(panel.get("id") or 0), str(panel.get("title", "")), str(target.get("refId", "")),
-                                 target["expr"], bool(target.get("instant")))
+                yield PanelQuery(
+                    uid,
+                    int(panel.get("id") or 0),
+                    str(panel.get("title", "")),
+                    str(target.get("refId", "")),
+                    target["expr"],
+                    bool(target.get("instant")),
+                )
     for ann in dashboard.get("annotations", {}).get("list", []):
         if ann.get("expr"):
             yield PanelQuery(uid, 0, f"annotation {ann.get('name', '')}", "", ann["expr"])
@@ -209,7 +215,7 @@ def promql_errors(exprs: Sequence[str], promtool: str | None = None) -> dict[str
     for line in out.splitlines():
         mt = _RULE_ERROR.search(line)
         if mt:
-            errors[unique[int(mt.group(1)) - 1]] = line[mt.end():].strip()
+            errors[unique[int(mt.group(1)) - 1]] = line[mt.end() :].strip()
     if not errors:  # the file itself failed (YAML): report it against every expression
         return dict.fromkeys(unique, out.strip())
     return errors

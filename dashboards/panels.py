@@ -123,7 +123,7 @@ def timeseries(
         targets=targets(queries),
         unit=unit,
         links=_links(links),
-        stacking={"mode": "normal", "group": "A"} if stack else {},
+        stacking={"mode": "normal" if stack else "none", "group": "A"},
         legendDisplayMode="table",
         legendCalcs=["lastNotNull", "max"],
     )

@@ -138,5 +138,8 @@ def regime_active(selector: str) -> str:
 
 
 def control_changes(selector: str, window: str) -> str:
-    """Control actions as events: a counter that moved in the window."""
-    return f"sum by (slice, kind, outcome) (changes({m.CONTROL_ACTIONS}{{{selector}}}[{window}])) > 0"
+    """Control actions as events: a counter that moved in the window, or a series that appeared in it
+    (the first action of a kind creates its series, which ``changes`` alone would miss)."""
+    by = "sum by (slice, kind, outcome)"
+    series = f"{m.CONTROL_ACTIONS}{{{selector}}}"
+    return f"({by} (changes({series}[{window}])) > 0) or ({by} ({series}) unless {by} ({series} offset {window}))"

@@ -186,14 +186,15 @@ def tier_group(tier: Tier, api_url: str) -> dict[str, Any]:
                 "labels": _tier_labels(tier, severity),
                 "annotations": {
                     "summary": f"{{{{ $labels.slice }}}} burns its {tier.attainment_objective:g} TTFT objective too fast ({windows})",
-                    "description": "Requests missing the TTFT SLO consume the 30-day error budget faster than the multi-window thresholds allow.",
+                    "description": "Requests missing the TTFT SLO burn the 30-day budget faster than the multi-window thresholds allow.",
                     "diagnosis_url": f"{api}/v1/slices/{{{{ $labels.slice }}}}",
                     "dashboard": dash,
                 },
             }
         )
     remedy = "".join(
-        f'{{{{ {"if" if i == 0 else "else if"} eq $labels.regime "{regime}" }}}}{text}' for i, (regime, text) in enumerate(REGIME_REMEDY.items())
+        f'{{{{ {"if" if i == 0 else "else if"} eq $labels.regime "{regime}" }}}}{text}'
+        for i, (regime, text) in enumerate(REGIME_REMEDY.items())
     )
     rules.append(
         {

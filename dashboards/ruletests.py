@@ -69,7 +69,7 @@ def render(template: str, labels: dict[str, str]) -> str:
     if template.startswith("{{ if "):
         for name, value, text in _COND.findall(template):
             if labels.get(name) == value:
-                return text
+                return str(text)
         return ""
     return _LABEL.sub(lambda mt: labels.get(mt.group(1), ""), template)
 
@@ -141,10 +141,18 @@ def _burn_case(tier: Tier, group: dict[str, Any], name: str, segments: list[Segm
     for t in evals:
         sev = firing_burn_severities(segments, t, budget)
         alert_tests.append(
-            {"eval_time": f"{t}m", "alertname": r.ALERT_BURN, "exp_alerts": [expected_alert(burn_rules[x], {"slice": tier.name}) for x in sev]}
+            {
+                "eval_time": f"{t}m",
+                "alertname": r.ALERT_BURN,
+                "exp_alerts": [expected_alert(burn_rules[x], {"slice": tier.name}) for x in sev],
+            }
         )
-    return {"name": f"{tier.name}: burn {name}", "interval": f"{STEP_MIN}m", "input_series": _burn_series(tier, segments, total_min),
-            "alert_rule_test": alert_tests}
+    return {
+        "name": f"{tier.name}: burn {name}",
+        "interval": f"{STEP_MIN}m",
+        "input_series": _burn_series(tier, segments, total_min),
+        "alert_rule_test": alert_tests,
+    }
 
 
 def burn_cases(tier: Tier, group: dict[str, Any]) -> list[dict[str, Any]]:
@@ -161,16 +169,22 @@ def burn_cases(tier: Tier, group: dict[str, Any]) -> list[dict[str, Any]]:
     p = PREFIX_MIN
     case = _burn_case(tier, group, "brief spike (no page)", [Segment(p, p + 5, spike)], [p + 3, p + 5, p + 10, p + 30], p + 40)
     case["promql_expr_test"] = [  # the short window does see the spike; the long one keeps it from paging
-        {"expr": f'{q.rec_burn_rate("5m")}{{slice="{tier.name}"}} > bool 14.4', "eval_time": f"{p + 5}m",
-         "exp_samples": [{"labels": f'{{slice="{tier.name}"}}', "value": 1}]}
+        {
+            "expr": f'{q.rec_burn_rate("5m")}{{slice="{tier.name}"}} > bool 14.4',
+            "eval_time": f"{p + 5}m",
+            "exp_samples": [{"labels": f'{{slice="{tier.name}"}}', "value": 1}],
+        }
     ]
     cases.append(case)
     # A longer outage pages, then recovers: the 1h window still burns above 14.4x, the 5m one does not.
     d, segments, after = _outage(p, budget)
     case = _burn_case(tier, group, "outage then recovery", segments, [p + d, p + d + after], p + d + after + 5)
     case["promql_expr_test"] = [
-        {"expr": f'{q.rec_burn_rate("1h")}{{slice="{tier.name}"}} > bool 14.4', "eval_time": f"{p + d + after}m",
-         "exp_samples": [{"labels": f'{{slice="{tier.name}"}}', "value": 1}]}
+        {
+            "expr": f'{q.rec_burn_rate("1h")}{{slice="{tier.name}"}} > bool 14.4',
+            "eval_time": f"{p + d + after}m",
+            "exp_samples": [{"labels": f'{{slice="{tier.name}"}}', "value": 1}],
+        }
     ]
     cases.append(case)
     return cases
@@ -218,22 +232,42 @@ def ttft_cases(tier: Tier, group: dict[str, Any]) -> list[dict[str, Any]]:
     fors = sorted(_minutes(rule["for"]) for rule in stages)
     horizon = fors[-1] + 6
     cases = []
-    for label, engine_bad, client_bad in (("engine-side breach", True, False), ("client-only breach (network)", False, True),
-                                          ("healthy", False, False)):
+    for label, engine_bad, client_bad in (
+        ("engine-side breach", True, False),
+        ("client-only breach (network)", False, True),
+        ("healthy", False, False),
+    ):
         # Before the shortest hold has elapsed nothing fires, breach or not.
         tests: list[dict[str, Any]] = [{"eval_time": f"{max(1, fors[0] - 1)}m", "alertname": r.ALERT_TTFT, "exp_alerts": []}]
         for f in fors:
             t = f + 3  # pending from t=1m (two samples for rate), so firing from f+1m; +2m margin
             firing = [rule for rule in stages if _minutes(rule["for"]) + 1 < t] if (engine_bad or client_bad) else []
-            tests.append({"eval_time": f"{t}m", "alertname": r.ALERT_TTFT,
-                          "exp_alerts": [expected_alert(rule, {"slice": tier.name}) for rule in firing]})
-        case: dict[str, Any] = {"name": f"{tier.name}: TTFT {label}", "interval": f"{STEP_MIN}m",
-                                "input_series": _ttft_series(tier, engine_bad, client_bad, horizon), "alert_rule_test": tests}
+            tests.append(
+                {
+                    "eval_time": f"{t}m",
+                    "alertname": r.ALERT_TTFT,
+                    "exp_alerts": [expected_alert(rule, {"slice": tier.name}) for rule in firing],
+                }
+            )
+        case: dict[str, Any] = {
+            "name": f"{tier.name}: TTFT {label}",
+            "interval": f"{STEP_MIN}m",
+            "input_series": _ttft_series(tier, engine_bad, client_bad, horizon),
+            "alert_rule_test": tests,
+        }
         if engine_bad:
-            case["promql_expr_test"] = [{
-                "expr": f'{q.rec_ttft_quantile(0.99, "5m")}{{slice="{tier.name}",vantage="engine"}}', "eval_time": "5m",
-                "exp_samples": [{"labels": f'{q.rec_ttft_quantile(0.99, "5m")}{{slice="{tier.name}",vantage="engine"}}', "value": 1.99 * tier.slo_ttft_p99_s}],
-            }]
+            case["promql_expr_test"] = [
+                {
+                    "expr": f'{q.rec_ttft_quantile(0.99, "5m")}{{slice="{tier.name}",vantage="engine"}}',
+                    "eval_time": "5m",
+                    "exp_samples": [
+                        {
+                            "labels": f'{q.rec_ttft_quantile(0.99, "5m")}{{slice="{tier.name}",vantage="engine"}}',
+                            "value": 1.99 * tier.slo_ttft_p99_s,
+                        }
+                    ],
+                }
+            ]
         cases.append(case)
     return cases
 
@@ -242,12 +276,25 @@ def regime_cases(tier: Tier, group: dict[str, Any]) -> list[dict[str, Any]]:
     rule = _alert_rules(group, r.ALERT_REGIME)[0]
     cases = []
     for active in (*q.BINDING_REGIMES, "healthy"):
-        series = [{"series": f"{m.DIAGNOSIS_REGIME}{_label_str({'slice': tier.name, 'regime': reg})}",
-                   "values": gauge(1.0 if reg == active else 0.0, 10)} for reg in (*q.BINDING_REGIMES, "healthy")]
+        series = [
+            {
+                "series": f"{m.DIAGNOSIS_REGIME}{_label_str({'slice': tier.name, 'regime': reg})}",
+                "values": gauge(1.0 if reg == active else 0.0, 10),
+            }
+            for reg in (*q.BINDING_REGIMES, "healthy")
+        ]
         firing = [] if active == "healthy" else [expected_alert(rule, {"slice": tier.name, "regime": active})]
-        cases.append({"name": f"{tier.name}: regime {active}", "interval": f"{STEP_MIN}m", "input_series": series,
-                      "alert_rule_test": [{"eval_time": "0m", "alertname": r.ALERT_REGIME, "exp_alerts": []},
-                                          {"eval_time": "3m", "alertname": r.ALERT_REGIME, "exp_alerts": firing}]})
+        cases.append(
+            {
+                "name": f"{tier.name}: regime {active}",
+                "interval": f"{STEP_MIN}m",
+                "input_series": series,
+                "alert_rule_test": [
+                    {"eval_time": "0m", "alertname": r.ALERT_REGIME, "exp_alerts": []},
+                    {"eval_time": "3m", "alertname": r.ALERT_REGIME, "exp_alerts": firing},
+                ],
+            }
+        )
     return cases
 
 
@@ -263,10 +310,40 @@ def link_cases(tier: Tier, group: dict[str, Any]) -> list[dict[str, Any]]:
         ]
         t = _minutes(r.LINK_NEAR_CAP_FOR) + 4
         exp = [expected_alert(rule, {**where, "direction": "receive"})] if fires else []
-        cases.append({"name": f"{tier.name}: link at {share:.0%} of its cap", "interval": f"{STEP_MIN}m", "input_series": series,
-                      "alert_rule_test": [{"eval_time": "2m", "alertname": r.ALERT_LINK_NEAR_CAP, "exp_alerts": []},
-                                          {"eval_time": f"{t}m", "alertname": r.ALERT_LINK_NEAR_CAP, "exp_alerts": exp}]})
+        cases.append(
+            {
+                "name": f"{tier.name}: link at {share:.0%} of its cap",
+                "interval": f"{STEP_MIN}m",
+                "input_series": series,
+                "alert_rule_test": [
+                    {"eval_time": "2m", "alertname": r.ALERT_LINK_NEAR_CAP, "exp_alerts": []},
+                    {"eval_time": f"{t}m", "alertname": r.ALERT_LINK_NEAR_CAP, "exp_alerts": exp},
+                ],
+            }
+        )
     return cases
+
+
+def replica_cases(tier: Tier, group: dict[str, Any]) -> list[dict[str, Any]]:
+    rule = _alert_rules(group, r.ALERT_REPLICA_DOWN)[0]
+    down = {"slice": tier.name, "pop": "bristol", "replica": f"{tier.name}-0", "target": "engine"}
+    up = {**down, "replica": f"{tier.name}-1"}
+    series = [
+        {"series": f"{m.TARGET_UP}{_label_str(down)}", "values": gauge(0, 10)},
+        {"series": f"{m.TARGET_UP}{_label_str(up)}", "values": gauge(1, 10)},
+    ]
+    t = _minutes(r.SOURCE_DOWN_FOR) + 2
+    return [
+        {
+            "name": f"{tier.name}: a replica target down",
+            "interval": f"{STEP_MIN}m",
+            "input_series": series,
+            "alert_rule_test": [
+                {"eval_time": "1m", "alertname": r.ALERT_REPLICA_DOWN, "exp_alerts": []},
+                {"eval_time": f"{t}m", "alertname": r.ALERT_REPLICA_DOWN, "exp_alerts": [expected_alert(rule, down)]},
+            ],
+        }
+    ]
 
 
 def platform_cases(group: dict[str, Any]) -> list[dict[str, Any]]:
@@ -279,15 +356,22 @@ def platform_cases(group: dict[str, Any]) -> list[dict[str, Any]]:
         {"series": 'up{job="inferslice-exporter",instance="127.0.0.1:9400"}', "values": gauge(0, 10)},
         {"series": 'up{job="inferslice-exporter",instance="127.0.0.1:9401"}', "values": gauge(1, 10)},
     ]
-    return [{
-        "name": "platform: a source and a scrape target down", "interval": f"{STEP_MIN}m", "input_series": series,
-        "alert_rule_test": [
-            {"eval_time": "1m", "alertname": r.ALERT_SOURCE_DOWN, "exp_alerts": []},
-            {"eval_time": f"{t}m", "alertname": r.ALERT_SOURCE_DOWN, "exp_alerts": [expected_alert(src, {"source": "nvml"})]},
-            {"eval_time": f"{t}m", "alertname": r.ALERT_TARGET_DOWN,
-             "exp_alerts": [expected_alert(tgt, {"job": "inferslice-exporter", "instance": "127.0.0.1:9400"})]},
-        ],
-    }]
+    return [
+        {
+            "name": "platform: a source and a scrape target down",
+            "interval": f"{STEP_MIN}m",
+            "input_series": series,
+            "alert_rule_test": [
+                {"eval_time": "1m", "alertname": r.ALERT_SOURCE_DOWN, "exp_alerts": []},
+                {"eval_time": f"{t}m", "alertname": r.ALERT_SOURCE_DOWN, "exp_alerts": [expected_alert(src, {"source": "nvml"})]},
+                {
+                    "eval_time": f"{t}m",
+                    "alertname": r.ALERT_TARGET_DOWN,
+                    "exp_alerts": [expected_alert(tgt, {"job": "inferslice-exporter", "instance": "127.0.0.1:9400"})],
+                },
+            ],
+        }
+    ]
 
 
 def _minutes(duration: str) -> int:
@@ -304,5 +388,11 @@ def rule_tests(topology: Topology, rule_files: list[str], api_url: str) -> dict[
     tests: list[dict[str, Any]] = platform_cases(groups["inferslice-platform"])
     for tier in topology.tiers:
         group = groups[f"inferslice-tier-{tier.name}"]
-        tests += ttft_cases(tier, group) + burn_cases(tier, group) + regime_cases(tier, group) + link_cases(tier, group)
+        tests += (
+            ttft_cases(tier, group)
+            + burn_cases(tier, group)
+            + regime_cases(tier, group)
+            + link_cases(tier, group)
+            + replica_cases(tier, group)
+        )
     return {"rule_files": rule_files, "evaluation_interval": f"{STEP_MIN}m", "tests": tests}

@@ -95,6 +95,7 @@ class EngineSource:
         self._clock = clock
         self._runner = ConcurrentRunner(self._settings.max_workers)
         self._parsed: dict[str, tuple[str, Exposition]] = {}
+        self._readings: dict[str, tuple[Exposition, ReplicaReading]] = {}  # target key -> last reading
         self._acc: dict[str, SliceAccumulator] = {}
         # prometheus_client may serve two scrapes at once; the accumulators are not thread-safe.
         self._lock = threading.Lock()
@@ -134,6 +135,10 @@ class EngineSource:
         for url in list(self._parsed):
             if url not in urls:
                 del self._parsed[url]
+        keys = {t.key for t in scraped}
+        for key in list(self._readings):
+            if key not in keys:
+                del self._readings[key]
         now = self._clock()
 
         up = GaugeMetricFamily(mn.TARGET_UP, "1 if the target was scraped and parsed on this scrape, else 0",
@@ -145,10 +150,15 @@ class EngineSource:
             reading: ReplicaReading | InferSliceError
             res = results[t.url]
             if isinstance(res, Exposition):
-                try:
-                    reading = reading_from_exposition(res, t.ray_replica_id)
-                except ParseError as err:
-                    reading = err
+                cached = self._readings.get(t.key)
+                if cached is not None and cached[0] is res:
+                    reading = cached[1]
+                else:
+                    try:
+                        reading = reading_from_exposition(res, t.ray_replica_id)
+                        self._readings[t.key] = (res, reading)
+                    except ParseError as err:
+                        reading = err
             else:
                 reading = res
             if isinstance(reading, InferSliceError):
@@ -162,7 +172,7 @@ class EngineSource:
             acc = self._acc.setdefault(t.slice, SliceAccumulator(self._settings.forget_after_s))
             acc.observe(
                 t.key,
-                reading.cumulative_series(),
+                reading.series,
                 {k: h.edges for k, h in reading.histograms.items()},
                 reading.start_time_s,
                 now,

@@ -30,7 +30,7 @@ from inferslice.exporters.engine.readings import Histogram, SeriesKey
 
 @dataclass
 class _Replica:
-    values: dict[SeriesKey, float]
+    values: Mapping[SeriesKey, float]  # the caller's mapping, never mutated here
     edges: dict[str, frozenset[float]]  # histogram key -> its edges
     start_time_s: float | None
     seen_s: float
@@ -55,6 +55,9 @@ class SliceAccumulator:
         now_s: float,
     ) -> None:
         prev = self._replicas.get(replica)
+        if prev is not None and prev.values is values and prev.start_time_s == start_time_s:
+            prev.seen_s = now_s  # the very same reading again (an unchanged body): nothing moved
+            return
         if prev is not None:
             restarted = prev.start_time_s is not None and start_time_s is not None and start_time_s != prev.start_time_s
             if not restarted:
@@ -63,7 +66,7 @@ class SliceAccumulator:
                 self.resets += 1
                 self._carry(prev)
         self._replicas[replica] = _Replica(
-            values=dict(values),
+            values=values,
             edges={k: frozenset(v) for k, v in histogram_edges.items()},
             start_time_s=start_time_s,
             seen_s=now_s,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from inferslice.errors import ParseError
 from inferslice.exporters.exposition import Exposition, Sample
@@ -73,6 +74,11 @@ class ReplicaReading:
     counters: Mapping[str, float] = field(default_factory=dict)
     success: Mapping[str, float] = field(default_factory=dict)  # finished_reason -> count
     start_time_s: float | None = None  # process start: a change means the counters restarted
+
+    @cached_property
+    def series(self) -> Mapping[SeriesKey, float]:
+        """``cumulative_series()``, computed once per reading (treat as read-only)."""
+        return self.cumulative_series()
 
     def cumulative_series(self) -> dict[SeriesKey, float]:
         """Every cumulative value of this replica, flat, for the monotonic accumulator."""

@@ -49,6 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     load.add_argument("--num-warmups", type=int, default=0, help="requests sent before the measured run")
     load.add_argument("--seed", type=int, default=0)
     load.add_argument("--request-timeout-s", type=float, default=300.0)
+    load.add_argument("--drain-timeout-s", type=float,
+                      help="after --duration-s, wait at most S for requests in flight, then cancel them (default: wait)")
+    load.add_argument("--prompt-tokens-hint", action="store_true",
+                      help="send X-Prompt-Tokens with each request (engine emulator: exact prompt length)")
     out = parser.add_argument_group("output")
     out.add_argument("--goodput", nargs="+", metavar="NAME:MS", help="SLOs for goodput, e.g. ttft:500 tpot:50")
     out.add_argument("--metric-percentiles", default="99", help="comma-separated percentiles (default 99)")
@@ -90,7 +94,7 @@ def build_config(args: argparse.Namespace) -> LoadConfig:
         request_rate_rps=args.request_rate, burstiness=args.burstiness, max_concurrency=args.max_concurrency,
         duration_s=args.duration_s, num_prompts=args.num_prompts, num_warmups=args.num_warmups, seed=args.seed,
         request_timeout_s=args.request_timeout_s, goodput=parse_goodput(args.goodput) if args.goodput else None,
-        percentiles=percentiles or (99.0,),
+        percentiles=percentiles or (99.0,), drain_timeout_s=args.drain_timeout_s, prompt_tokens_hint=args.prompt_tokens_hint,
     )
 
 

@@ -21,7 +21,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from inferslice.testbed.engine import openai_api as api
 from inferslice.testbed.engine.driver import EngineDriver
 from inferslice.testbed.engine.metrics import VllmCollector
-from inferslice.testbed.engine.model import EngineRequest
+from inferslice.testbed.engine.model import EngineRequest, TokenEvent
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +126,31 @@ class ReplicaServer:
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, api.CompletionRequest, "cmpl-")
 
+    async def _stream(
+        self,
+        resp: web.StreamResponse,
+        stream: api.ChatStream | api.CompletionStream,
+        queue: asyncio.Queue[TokenEvent],
+        rid: str,
+        plan: api.Plan,
+    ) -> None:
+        n = 0
+        while True:
+            ev = await queue.get()
+            if ev.index < 0:
+                await resp.write(api.sse(api.dumps(api.error_body("request aborted", "Service Unavailable", None, 503))))
+                break
+            if n == 0 and isinstance(stream, api.ChatStream):
+                await resp.write(stream.role())
+            n += 1
+            await resp.write(stream.token(api.token_piece(rid, ev.index), ev.finish_reason))
+            if ev.finish_reason is not None:
+                break
+        if plan.include_usage and n:
+            await resp.write(stream.usage(plan.prompt_tokens, n))
+        await resp.write(api.DONE)
+        await resp.write_eof()
+
     async def _generate(self, request: web.Request, kind: type[api._Sampling], prefix: str) -> web.StreamResponse:
         if not self.ready:
             err = api.ApiError("The replica is not ready (starting or stopping).", 503, "Service Unavailable")
@@ -164,24 +189,11 @@ class ReplicaServer:
                 )
                 resp = web.StreamResponse(headers=SSE_HEADERS)
                 await resp.prepare(request)
-                n = 0
-                while True:
-                    ev = await queue.get()
-                    if ev.index < 0:
-                        finished = True
-                        await resp.write(api.sse(api.dumps(api.error_body("request aborted", "Service Unavailable", None, 503))))
-                        break
-                    if n == 0 and isinstance(stream, api.ChatStream):
-                        await resp.write(stream.role())
-                    n += 1
-                    await resp.write(stream.token(api.token_piece(rid, ev.index), ev.finish_reason))
-                    if ev.finish_reason is not None:
-                        finished = True
-                        break
-                if plan.include_usage and n:
-                    await resp.write(stream.usage(plan.prompt_tokens, n))
-                await resp.write(api.DONE)
-                await resp.write_eof()
+                try:
+                    await self._stream(resp, stream, queue, rid, plan)
+                    finished = True
+                except ConnectionResetError:
+                    pass  # the client (or the front) went away; the finally clause aborts the request
                 return resp
             pieces: list[str] = []
             while True:

@@ -37,6 +37,7 @@ class RequestSettings:
     endpoint: str = "chat"  # chat -> /v1/chat/completions (the brief's workload), completions -> /v1/completions
     ignore_eos: bool = True  # like vllm bench: the output length is the workload's, not the model's
     server_address: str = ""
+    prompt_tokens_hint: bool = False  # X-Prompt-Tokens: the engine emulator then counts the prompt exactly
 
     @property
     def url(self) -> str:
@@ -59,6 +60,7 @@ def build_payload(settings: RequestSettings, request: SampledRequest) -> bytes:
 
 
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+PROMPT_HINT_HEADER = "X-Prompt-Tokens"  # the engine emulator's extension; a real vLLM ignores unknown headers
 
 
 def _error_message(status: int, body: bytes) -> str:
@@ -88,7 +90,8 @@ async def send_request(session: aiohttp.ClientSession, settings: RequestSettings
         )
 
     try:
-        async with session.post(settings.url, data=payload, headers=_HEADERS) as resp:
+        headers = {**_HEADERS, PROMPT_HINT_HEADER: str(request.prompt_tokens)} if settings.prompt_tokens_hint else _HEADERS
+        async with session.post(settings.url, data=payload, headers=headers) as resp:
             if resp.status != 200:
                 return record(_error_message(resp.status, await resp.content.read(4096)))
             async for data in resp.content.iter_any():

@@ -48,6 +48,11 @@ class LoadConfig:
     goodput: Goodput | None = None
     percentiles: tuple[float, ...] = (99.0,)  # vllm bench --metric-percentiles default
     ignore_eos: bool = True
+    # After duration_s, wait at most this long for requests in flight, then cancel them (they are
+    # not recorded). None waits for every one, as vllm bench does; long answers can then stretch a
+    # duration-bound step far past its nominal length.
+    drain_timeout_s: float | None = None
+    prompt_tokens_hint: bool = False  # send X-Prompt-Tokens (the engine emulator's exact-count extension)
 
     def __post_init__(self) -> None:
         if (self.concurrency is None) == (self.request_rate_rps is None):
@@ -68,6 +73,8 @@ class LoadConfig:
             raise ConfigError("duration_s must be > 0", field="duration_s")
         if self.num_prompts is not None and self.num_prompts < 1:
             raise ConfigError("num_prompts must be >= 1", field="num_prompts")
+        if self.drain_timeout_s is not None and self.drain_timeout_s < 0:
+            raise ConfigError("drain_timeout_s must be >= 0", field="drain_timeout_s")
         if self.endpoint not in ENDPOINT_PATHS:
             raise ConfigError(f"endpoint must be one of {sorted(ENDPOINT_PATHS)}", field="endpoint")
         parts = urlsplit(self.url)
@@ -100,6 +107,7 @@ class LoadResult:
     summary: dict[str, Any]
     queue_times_s: list[float] = field(default_factory=list)
     warmup_records: list[RequestRecord] = field(default_factory=list)
+    cancelled: int = 0  # requests in flight when the drain timeout expired (not in records)
 
     @property
     def succeeded(self) -> int:
@@ -121,11 +129,12 @@ class _Run:
         self.observers = list(observers)
         self.stop = stop or asyncio.Event()
         self.workload = Workload(config.workload, config.seed)
-        self.settings = RequestSettings(config.url, config.model, config.slice, config.endpoint, config.ignore_eos,
-                                        config.server_address)
+        self.settings = _settings(config)
         self.records: list[RequestRecord] = []
         self.queue_times: list[float] = []
         self.next_index = 0
+        self.in_flight = 0
+        self.cancelled = 0
 
     def _deadline_passed(self, t0: float) -> bool:
         d = self.config.duration_s
@@ -138,6 +147,28 @@ class _Run:
         i = self.next_index
         self.next_index += 1
         return i
+
+    async def _send(self, session: Any, index: int, queue_time_s: float | None) -> None:
+        self.in_flight += 1
+        try:
+            record = await send_request(session, self.settings, self.workload.request(index))
+        finally:
+            self.in_flight -= 1
+        self._finish(record, queue_time_s)
+
+    async def wait(self, tasks: Sequence[asyncio.Future[Any]], t0: float) -> None:
+        """Wait for ``tasks``; with a drain timeout, cancel what is still running that long after the deadline."""
+        cfg = self.config
+        if cfg.drain_timeout_s is None or cfg.duration_s is None or not tasks:
+            await asyncio.gather(*tasks)
+            return
+        timeout = max(t0 + cfg.duration_s - time.perf_counter(), 0.0) + cfg.drain_timeout_s
+        _, pending = await asyncio.wait(tasks, timeout=timeout)
+        if pending:
+            self.cancelled = self.in_flight
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
 
     def _finish(self, record: RequestRecord, queue_time_s: float | None) -> None:
         self.records.append(record)
@@ -152,9 +183,9 @@ class _Run:
                 i = self._take_index()
                 if i is None:
                     return
-                self._finish(await send_request(session, self.settings, self.workload.request(i)), None)
+                await self._send(session, i, None)
 
-        await asyncio.gather(*(worker() for _ in range(self.config.concurrency or 1)))
+        await self.wait([asyncio.ensure_future(worker()) for _ in range(self.config.concurrency or 1)], t0)
 
     async def open_loop(self, session: Any, t0: float) -> None:
         cfg = self.config
@@ -168,10 +199,9 @@ class _Run:
         async def one(i: int, due: float) -> None:
             if limit is not None:
                 async with limit:
-                    queued = time.perf_counter() - due
-                    self._finish(await send_request(session, self.settings, self.workload.request(i)), max(queued, 0.0))
+                    await self._send(session, i, max(time.perf_counter() - due, 0.0))
             else:
-                self._finish(await send_request(session, self.settings, self.workload.request(i)), 0.0)
+                await self._send(session, i, 0.0)
 
         k = 0
         while True:
@@ -195,8 +225,12 @@ class _Run:
             tasks.add(task)
             task.add_done_callback(tasks.discard)
             k += 1
-        if tasks:
-            await asyncio.gather(*tasks)
+        await self.wait(list(tasks), t0)
+
+
+def _settings(config: LoadConfig) -> RequestSettings:
+    return RequestSettings(config.url, config.model, config.slice, config.endpoint, config.ignore_eos, config.server_address,
+                           config.prompt_tokens_hint)
 
 
 async def _warm_up(config: LoadConfig, session: Any) -> list[RequestRecord]:
@@ -204,7 +238,7 @@ async def _warm_up(config: LoadConfig, session: Any) -> list[RequestRecord]:
         return []
     # Warm-ups use their own seed stream so the measured requests stay identical with or without them.
     wl = Workload(config.workload, config.seed + 1_000_003)
-    settings = RequestSettings(config.url, config.model, config.slice, config.endpoint, config.ignore_eos, config.server_address)
+    settings = _settings(config)
     width = config.concurrency or config.max_concurrency or config.num_warmups
     sem = asyncio.Semaphore(width)
 
@@ -229,6 +263,8 @@ async def run_load(config: LoadConfig, observers: Sequence[RecordObserver] = (),
         duration = time.perf_counter() - t0
     meta = config.run_meta()
     meta["num_prompts"] = len(run.records)
+    if config.drain_timeout_s is not None:
+        meta["cancelled"] = run.cancelled
     summary = summarize(run.records, duration, goodput=config.goodput, percentiles=config.percentiles, meta=meta,
                         queue_times_s=run.queue_times)
-    return LoadResult(run.records, duration, summary, run.queue_times, warmups)
+    return LoadResult(run.records, duration, summary, run.queue_times, warmups, run.cancelled)

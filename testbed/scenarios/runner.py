@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from inferslice.errors import PermanentError, SourceUnavailable
+from inferslice.errors import PermanentError, RetryableError, SourceUnavailable
 from inferslice.registry import DEFAULT_STATE_DIR, read_registry
 from inferslice.testbed.net import lifecycle
 from inferslice.testbed.net.plan import net_plan
@@ -126,6 +126,31 @@ def run_step(
     return _row(step, cap_bps, result, rx, tx)
 
 
+def wait_ready(top: Topology, state_dir: Path, timeout_s: float = 120.0, progress: Progress = print) -> None:
+    """Block until every tier's front has at least its floor of replicas ready (cold starts done)."""
+    from inferslice.testbed.ops import front_state
+
+    deadline = time.monotonic() + timeout_s
+    waiting = list(top.tier_names)
+    while waiting:
+        still = []
+        for tier in waiting:
+            try:
+                state = front_state(tier, state_dir)
+            except (PermanentError, SourceUnavailable, RetryableError):
+                still.append(tier)
+                continue
+            ready = sum(1 for r in state.get("replicas", []) if r.get("state") == "ready")
+            if ready < max(1, top.tier(tier).replicas_min):
+                still.append(tier)
+        waiting = still
+        if waiting:
+            if time.monotonic() > deadline:
+                raise PermanentError(f"tiers {waiting} have no ready replica after {timeout_s:.0f} s")
+            time.sleep(0.5)
+    progress("every tier has a ready replica")
+
+
 def _set_autoscale(top: Topology, state_dir: Path) -> None:
     """Every tier autoscales between its floor and ceiling, as the paper's tiers did."""
     try:
@@ -165,6 +190,7 @@ def run_scenario(
     demand: dict[tuple[str, int], float] = {}
     try:
         _set_autoscale(top, state_dir)
+        wait_ready(top, state_dir, progress=progress)
         for i, step in enumerate(steps):
             cap_bps = step.cap_bps
             if step.cap == "demand":

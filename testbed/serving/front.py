@@ -297,6 +297,8 @@ class TierFront:
                     r.state = "unhealthy"
                 else:
                     self._apply_entry(r, entries[r.id])
+                    if r.state == "stopping":
+                        r.state = "unhealthy"  # stopping, but not by us: the replica is going away
                 self.router.set_routable(r.id, r.state == "ready")
 
     @staticmethod

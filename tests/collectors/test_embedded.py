@@ -61,7 +61,7 @@ def test_counter_reset_is_not_a_negative_rate(server: ExpositionServer) -> None:
 
 def test_one_target_down_others_still_computed(server: ExpositionServer) -> None:
     dead = f"http://127.0.0.1:{free_port()}/metrics"  # nothing listens there
-    src = EmbeddedSource([server.url("/engine"), server.url("/gpu"), dead], SLICES, )
+    src = EmbeddedSource([server.url("/engine"), server.url("/gpu"), dead], SLICES)
     for step in range(3):
         _serve(server, step)
         src.poll(T0 + 10 * step)
@@ -71,7 +71,7 @@ def test_one_target_down_others_still_computed(server: ExpositionServer) -> None
     assert free.link_rx_bps is None and free.link_cap_bps is None  # the network target is the dead one
     health = src.health()
     assert health["ok"] is True and health["targets_up"] == 2
-    down = [t for t in health["targets"] if t["url"] == dead][0]
+    down = next(t for t in health["targets"] if t["url"] == dead)
     assert down["up"] is False and down["failures"] == 3 and "ConnectError" in down["last_error"]
 
 
@@ -82,8 +82,7 @@ def test_target_going_down_makes_its_gauges_stale(server: ExpositionServer) -> N
         src.poll(T0 + 10 * step)
     assert src.snapshot("free", 10, T0 + 10).link_cap_bps == 5e5
     server.pages["/network"] = 503
-    _serve_engine_only = world(2)["engine"]
-    server.pages["/engine"] = render_text(_serve_engine_only)
+    server.pages["/engine"] = render_text(world(2)["engine"])
     src.poll(T0 + 20)
     snap = src.snapshot("free", 10, T0 + 20)
     assert snap.link_cap_bps is None  # stale, as Prometheus marks a failed target's series
@@ -98,7 +97,7 @@ def test_garbage_exposition_is_recorded_not_fatal(server: ExpositionServer) -> N
         if step == 1:
             server.pages["/gpu"] = 'inferslice_gpu_utilization_ratio{pop="bristol" 0.5\nthis is { not metrics\n'
         src.poll(T0 + 10 * step)
-    gpu = [t for t in src.health()["targets"] if t["url"].endswith("/gpu")][0]
+    gpu = next(t for t in src.health()["targets"] if t["url"].endswith("/gpu"))
     assert gpu["parse_errors"] == 1 and gpu["up"] is True  # recovered on the next scrape
     snap = src.snapshot("free", 20, T0 + 20)
     assert snap.gpu_utilization == pytest.approx(0.8)

@@ -18,7 +18,12 @@ def test_generated_dashboards_have_no_structural_problems(artefacts):
 
 def test_one_dashboard_per_tier_plus_overview_network_control(artefacts, topology):
     uids = [d["uid"] for d in artefacts.dashboards]
-    assert uids == ["inferslice-overview", *(f"inferslice-tier-{t}" for t in topology.tier_names), "inferslice-network", "inferslice-control"]
+    assert uids == [
+        "inferslice-overview",
+        *(f"inferslice-tier-{t}" for t in topology.tier_names),
+        "inferslice-network",
+        "inferslice-control",
+    ]
     assert len(set(uids)) == len(uids)
 
 
@@ -37,8 +42,18 @@ def _exprs(dash: dict[str, Any]) -> str:
 
 def test_overview_reads_the_contract_metrics(artefacts):
     text = _exprs(_dash(artefacts, "inferslice-overview"))
-    for name in (m.ENGINE_TTFT + "_bucket", m.CLIENT_TTFT + "_bucket", m.SLO_TTFT_GOOD, m.DIAGNOSIS_REGIME, m.SLICE_REPLICAS,
-                 m.SLICE_REPLICAS_MAX, m.LINK_CAP_BPS, m.LINK_RECEIVE_BYTES, m.CONTROL_ACTIONS, m.SLO_TTFT_THRESHOLD):
+    for name in (
+        m.ENGINE_TTFT + "_bucket",
+        m.CLIENT_TTFT + "_bucket",
+        m.SLO_TTFT_GOOD,
+        m.DIAGNOSIS_REGIME,
+        m.SLICE_REPLICAS,
+        m.SLICE_REPLICAS_MAX,
+        m.LINK_CAP_BPS,
+        m.LINK_RECEIVE_BYTES,
+        m.CONTROL_ACTIONS,
+        m.SLO_TTFT_THRESHOLD,
+    ):
         assert name in text, name
     annotations = _dash(artefacts, "inferslice-overview")["annotations"]["list"]
     assert any(m.CONTROL_ACTIONS in a["expr"] and a["datasource"]["uid"] == DATASOURCE_UID for a in annotations)
@@ -47,9 +62,23 @@ def test_overview_reads_the_contract_metrics(artefacts):
 def test_tier_dashboard_covers_every_layer_and_links_the_api(artefacts):
     dash = _dash(artefacts, "inferslice-tier-premium")
     text = _exprs(dash)
-    for name in (m.ENGINE_TPOT, m.ENGINE_ITL, m.CLIENT_TPOT, m.ENGINE_GENERATION_TOKENS, m.ENGINE_WAITING, m.SERVE_QUEUED,
-                 m.ENGINE_QUEUE_TIME, m.ENGINE_KV_CACHE_USAGE, m.ENGINE_PREEMPTIONS, m.SERVE_TARGET_REPLICAS,
-                 m.GPU_ALLOCATED_FRACTION, m.SLICE_GPU_QUOTA, m.LINK_TRANSMIT_BYTES, m.POP_RTT, m.DIAGNOSIS_CONFIDENCE):
+    for name in (
+        m.ENGINE_TPOT,
+        m.ENGINE_ITL,
+        m.CLIENT_TPOT,
+        m.ENGINE_GENERATION_TOKENS,
+        m.ENGINE_WAITING,
+        m.SERVE_QUEUED,
+        m.ENGINE_QUEUE_TIME,
+        m.ENGINE_KV_CACHE_USAGE,
+        m.ENGINE_PREEMPTIONS,
+        m.SERVE_TARGET_REPLICAS,
+        m.GPU_ALLOCATED_FRACTION,
+        m.SLICE_GPU_QUOTA,
+        m.LINK_TRANSMIT_BYTES,
+        m.POP_RTT,
+        m.DIAGNOSIS_CONFIDENCE,
+    ):
         assert name in text, name
     assert 'slice="premium"' in text and "$slice" not in text
     urls = [link["url"] for p in checks.iter_panels(dash) for link in p.get("links") or []] + [link["url"] for link in dash["links"]]
@@ -59,8 +88,12 @@ def test_tier_dashboard_covers_every_layer_and_links_the_api(artefacts):
 
 
 def test_units_are_set_per_panel_kind(artefacts):
-    units = {p["title"]: p["fieldConfig"]["defaults"]["unit"] for d in artefacts.dashboards for p in checks.iter_panels(d)
-             if p["type"] not in checks.NO_QUERY_TYPES}
+    units = {
+        p["title"]: p["fieldConfig"]["defaults"]["unit"]
+        for d in artefacts.dashboards
+        for p in checks.iter_panels(d)
+        if p["type"] not in checks.NO_QUERY_TYPES
+    }
     assert units["P99 TTFT against the SLO"] == "s"
     assert units["Client-edge caps against demand"] == "bps"
     assert units["Goodput (requests meeting the TTFT SLO)"] == "reqps"
@@ -103,8 +136,15 @@ def _break(dash: dict[str, Any], how: str) -> None:
 
 @pytest.mark.parametrize(
     ("how", "fragment"),
-    [("duplicate id", "duplicated"), ("too wide", "24-column"), ("overlap", "overlaps"), ("wrong datasource", "datasource"),
-     ("no unit", "no unit"), ("undefined variable", "$nosuch is used but not defined"), ("unused variable", "$orphan is defined but")],
+    [
+        ("duplicate id", "duplicated"),
+        ("too wide", "24-column"),
+        ("overlap", "overlaps"),
+        ("wrong datasource", "datasource"),
+        ("no unit", "no unit"),
+        ("undefined variable", "$nosuch is used but not defined"),
+        ("unused variable", "$orphan is defined but"),
+    ],
 )
 def test_checks_catch_broken_dashboards(artefacts, how, fragment):
     dash = copy.deepcopy(next(d for d in artefacts.dashboards if d["uid"] == "inferslice-overview"))
@@ -124,4 +164,7 @@ def test_variables_are_defined_and_used(artefacts):
         defined = {v["name"] for v in dash["templating"]["list"]}
         used = set().union(*(checks.variables_in(q.expr) for q in checks.iter_queries(dash)))
         assert defined <= used and {u for u in used if not u.startswith("__")} <= defined, dash["uid"]
-    assert {v["name"] for v in next(d for d in artefacts.dashboards if d["uid"] == "inferslice-overview")["templating"]["list"]} == {"slice", "pop"}
+    assert {v["name"] for v in next(d for d in artefacts.dashboards if d["uid"] == "inferslice-overview")["templating"]["list"]} == {
+        "slice",
+        "pop",
+    }

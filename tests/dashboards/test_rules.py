@@ -91,8 +91,12 @@ def test_alert_inventory_and_labels(artefacts, topology):
 
 
 def test_burn_rates_use_each_tiers_objective(artefacts):
-    exprs = {r["labels"]["slice"]: r["expr"] for g in artefacts.rule_file["groups"] for r in g["rules"]
-             if r.get("record") == "slice:inferslice_slo_ttft_burn:rate1h"}
+    exprs = {
+        r["labels"]["slice"]: r["expr"]
+        for g in artefacts.rule_file["groups"]
+        for r in g["rules"]
+        if r.get("record") == "slice:inferslice_slo_ttft_burn:rate1h"
+    }
     assert exprs["free"].endswith("/ 0.05") and exprs["standard"].endswith("/ 0.01") and exprs["premium"].endswith("/ 0.001")
 
 

@@ -53,7 +53,8 @@ def test_registry_links_become_interfaces_and_htb_classes() -> None:
     ({"htb": [{"ifname": "v0", "classid": "1:1", "slice": "free", "pop": "bristol", "direction": "up"}]}, "network.htb[0].direction"),
     ({"ovs": {"ports": [{"slice": "free", "pop": "bristol"}]}}, "network.ovs.ports[0]"),
     ({"probe": {"targets": [{"pop": "bristol", "peer_pop": "london", "address": "10.0.0.1", "port": 0}]}}, "network.probe.targets[0].port"),
-    ({"probe": {"interval_s": -1, "targets": [{"pop": "bristol", "peer_pop": "london", "address": "10.0.0.1"}]}}, "network.probe.interval_s"),
+    ({"probe": {"interval_s": -1, "targets": [{"pop": "bristol", "peer_pop": "london", "address": "10.0.0.1"}]}},
+     "network.probe.interval_s"),
     ({"bogus": 1}, "network.bogus"),
     ({"interfaces": [{"ifname": "v0", "slice": "free", "pop": "bristol", "link": "x"},
                      {"ifname": "v1", "slice": "free", "pop": "bristol", "link": "x"}]}, "network.interfaces[1]"),
@@ -68,7 +69,8 @@ def test_config_builds_each_kind_of_source(tmp_path: Path) -> None:
     section = {
         "interfaces": [{"ifname": "v0", "slice": "free", "pop": "bristol"}],
         "htb": [{"ifname": "v0", "classid": "1:11", "slice": "premium", "pop": "bristol", "direction": "receive"}],
-        "ovs": {"socket": str(tmp_path / "none.sock"), "pop": "bristol", "pods_file": str(PODS), "nodes": {"gpu-node-bristol-1": "bristol"}},
+        "ovs": {"socket": str(tmp_path / "none.sock"), "pop": "bristol", "pods_file": str(PODS),
+                "nodes": {"gpu-node-bristol-1": "bristol"}},
         "probe": {"targets": [{"pop": "bristol", "peer_pop": "london", "address": "127.0.0.1", "port": 9}]},
     }
     sources = collectors_from_config(section, TOPO, None)

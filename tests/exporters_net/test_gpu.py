@@ -82,7 +82,7 @@ class FakePynvml:
         return "NVIDIA L40S"
 
 
-GPUS = [
+GPUS: list[dict[str, Any]] = [
     {"util": 87, "used": 30 * GiB, "total": 48 * GiB, "power_mw": 251_500, "procs": [(4242, 20 * GiB), (5151, 10 * GiB)]},
     {"util": 0, "used": 1 * GiB, "total": 48 * GiB, "power_mw": None, "procs": [(6000, None)]},
 ]
@@ -124,7 +124,8 @@ def test_fake_nvml_readings_and_slice_memory_via_registry_pids(tmp_path: Path) -
     assert reg.get_sample_value(mn.GPU_POWER, {"pop": "bristol", "gpu": "1"}) is None  # no sensor on that board
     assert reg.get_sample_value(mn.SLICE_GPU_MEMORY_USED, {"slice": "premium"}) == 30 * GiB
     assert reg.get_sample_value(mn.SLICE_GPU_QUOTA, {"slice": "premium"}) == 3.0
-    assert reg.get_sample_value(mn.GPU_ALLOCATED_FRACTION, {"slice": "premium", "pop": "bristol", "replica": "premium-0", "gpu": "1"}) == 0.5
+    alloc = {"slice": "premium", "pop": "bristol", "replica": "premium-0", "gpu": "1"}
+    assert reg.get_sample_value(mn.GPU_ALLOCATED_FRACTION, alloc) == 0.5
     assert reg.get_sample_value(mn.REPLICA_GPU_SHARE, {"slice": "premium", "pop": "bristol", "replica": "premium-0"}) == 0.8
     assert reg.get_sample_value(mn.SOURCE_UP, {"source": "gpu_nvml"}) == 1.0
 
@@ -164,7 +165,9 @@ def test_pods_give_slice_fraction_and_process_ownership() -> None:
 def test_bad_gpu_config_names_the_field() -> None:
     from inferslice.errors import ConfigError
 
-    for section, field in (({"pop": "paris"}, "gpu.pop"), ({"nvml": "yes"}, "gpu.nvml"), ({"queues": [1]}, "gpu.queues"), ({"x": 1}, "gpu.x")):
+    bad: list[tuple[dict[str, Any], str]] = [({"pop": "paris"}, "gpu.pop"), ({"nvml": "yes"}, "gpu.nvml"),
+                                             ({"queues": [1]}, "gpu.queues"), ({"x": 1}, "gpu.x")]
+    for section, field in bad:
         with pytest.raises(ConfigError) as info:
             collectors_from_config(section, TOPO, None)
         assert info.value.field == field

@@ -22,7 +22,8 @@ def veth_pair(netns: Namespaces) -> tuple[str, str]:
     a, b = netns.add("a"), netns.add("b")
     for ns in (a, b):
         sh("ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
-    sh("ip", "-n", a, "link", "add", "va", "address", "02:00:00:00:00:0a", "type", "veth", "peer", "name", "vb", "address", "02:00:00:00:00:0b", "netns", b)
+    sh("ip", "-n", a, "link", "add", "va", "address", "02:00:00:00:00:0a", "type", "veth",
+       "peer", "name", "vb", "address", "02:00:00:00:00:0b", "netns", b)
     sh("ip", "-n", a, "addr", "add", "10.77.0.1/24", "dev", "va")
     sh("ip", "-n", b, "addr", "add", "10.77.0.2/24", "dev", "vb")
     sh("ip", "-n", a, "neigh", "add", "10.77.0.2", "lladdr", "02:00:00:00:00:0b", "dev", "va", "nud", "permanent")
@@ -54,7 +55,8 @@ def labels(link: str, slice_: str = "premium") -> dict[str, str]:
 @needs_root
 def test_counts_bytes_sent_across_a_veth_exactly(netns: Namespaces) -> None:
     a, b = veth_pair(netns)
-    maps = KernelMaps((InterfaceMap("va", "premium", "bristol", "edge-a", a), InterfaceMap("vb", "premium", "bristol", "edge-b", b, invert=True)))
+    maps = KernelMaps((InterfaceMap("va", "premium", "bristol", "edge-a", a),
+                       InterfaceMap("vb", "premium", "bristol", "edge-b", b, invert=True)))
     reg, _ = registry_with(KernelLinkSource(lambda: maps))
     before = {k: reg.get_sample_value(k, labels("edge-a")) for k in (mn.LINK_TRANSMIT_BYTES, mn.LINK_TRANSMIT_PACKETS)}
     before_b = reg.get_sample_value(mn.LINK_TRANSMIT_BYTES, labels("edge-b"))

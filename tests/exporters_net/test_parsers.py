@@ -37,7 +37,8 @@ def htb_payload(ifindex: int, handle: int, rate_Bps: int, ceil_Bps: int, nbytes:
     options = attr(nl.TCA_HTB_PARMS, parms)
     if rate64 is not None:
         options += attr(nl.TCA_HTB_RATE64, struct.pack("=Q", rate64))
-    stats2 = attr(nl.TCA_STATS_BASIC, struct.pack("=QI4x", nbytes, pkts)) + attr(nl.TCA_STATS_QUEUE, struct.pack("=5I", qlen, backlog, drops, 0, over))
+    stats2 = attr(nl.TCA_STATS_BASIC, struct.pack("=QI4x", nbytes, pkts))
+    stats2 += attr(nl.TCA_STATS_QUEUE, struct.pack("=5I", qlen, backlog, drops, 0, over))
     return (struct.pack("=BBHiIII", 0, 0, 0, ifindex, handle, 0xFFFFFFFF, 0) + attr(nl.TCA_KIND, b"htb\0")
             + attr(nl.TCA_OPTIONS | 0x8000, options) + attr(nl.TCA_STATS2 | 0x8000, stats2))
 
@@ -47,7 +48,8 @@ def test_stats_dump_parses_counters_in_kernel_order() -> None:
     msgs = list(nl.iter_messages(data))
     assert [m[0] for m in msgs] == [nl.RTM_NEWSTATS, nl.NLMSG_DONE]
     s = nl.parse_stats_message(msgs[0][2])
-    assert s == nl.LinkStats(3, rx_packets=10, tx_packets=20, rx_bytes=1000, tx_bytes=2000, rx_errors=1, tx_errors=2, rx_dropped=3, tx_dropped=4)
+    assert s == nl.LinkStats(3, rx_packets=10, tx_packets=20, rx_bytes=1000, tx_bytes=2000,
+                             rx_errors=1, tx_errors=2, rx_dropped=3, tx_dropped=4)
 
 
 def test_htb_class_rate_ceil_in_bits_and_64bit_rates() -> None:

@@ -26,6 +26,7 @@ class ServerBehaviour:
     max_in_flight: int = 0
     arrivals: list[float] = field(default_factory=list)
     bodies: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
     token_walls: list[list[float]] = field(default_factory=list)  # per request: time.time() of each token write
 
 
@@ -43,6 +44,7 @@ def make_app(b: ServerBehaviour) -> web.Application:
         b.arrivals.append(t0)
         body = await request.json()
         b.bodies.append(body)
+        b.headers.append(dict(request.headers))
         if b.mode == "http500":
             return web.json_response({"error": {"message": "boom", "type": "InternalServerError", "code": 500}}, status=500)
         chat = request.path.endswith("/chat/completions")

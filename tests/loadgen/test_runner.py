@@ -59,6 +59,21 @@ async def test_duration_bound_stops_the_run(sse_server: tuple[str, ServerBehavio
     assert 3 <= len(open_loop.records) <= 40
 
 
+async def test_drain_timeout_cancels_requests_still_running_after_the_deadline(sse_server: tuple[str, ServerBehaviour]) -> None:
+    url, b = sse_server
+    b.ttft_s, b.itl_s = 0.01, 0.05  # ~190-token answers: ~10 s each, far beyond the deadline
+    result = await run_load(LoadConfig(url=url, model="tiny", concurrency=3, duration_s=0.3, drain_timeout_s=0.1))
+    assert result.duration_s < 1.5
+    assert result.cancelled == 3 and result.records == []
+    assert result.summary["cancelled"] == 3
+
+
+async def test_prompt_tokens_hint_header(sse_server: tuple[str, ServerBehaviour]) -> None:
+    url, b = sse_server
+    await run_load(LoadConfig(url=url, model="tiny", concurrency=1, num_prompts=1, workload=SHORT, prompt_tokens_hint=True))
+    assert b.headers[0]["X-Prompt-Tokens"] == str(len(b.bodies[0]["messages"][0]["content"].split()))
+
+
 async def test_stop_event_ends_an_open_ended_run(sse_server: tuple[str, ServerBehaviour]) -> None:
     url, _ = sse_server
     stop = asyncio.Event()
