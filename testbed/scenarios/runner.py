@@ -65,6 +65,7 @@ def _load_argv(top_path: str, netns: str, step: Step, settings: ScenarioSettings
         "--duration-s", str(settings.step_duration_s),
         "--seed", str(settings.seed + index),
         "--goodput", "ttft:500",
+        "--drain-timeout-s", str(settings.drain_timeout_s),
         "--save-result", str(result), "--quiet",
     ]  # fmt: skip
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from inferslice.bottleneck import DEFAULT, Thresholds, classify
-from inferslice.diagnosis import Regime, SloState
+from inferslice.diagnosis import Diagnosis, Evidence, Regime, SloState
 from inferslice.snapshot import Reference, SliceSnapshot, snapshot_from_dict
 
 MBPS = 1e6
@@ -39,7 +39,7 @@ def network_limited() -> SliceSnapshot:
     )
 
 
-def evidence(diag, signal):  # type: ignore[no-untyped-def]
+def evidence(diag: Diagnosis, signal: str) -> Evidence:
     return next(e for e in diag.evidence if e.signal == signal)
 
 

@@ -48,7 +48,7 @@ LINES = [
 ]
 
 
-def _run(argv: list[str], stdin: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[dict], str]:
+def _run(argv: list[str], stdin: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[dict[str, Any]], str]:
     monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
     rc = main(argv)
     cap = capsys.readouterr()

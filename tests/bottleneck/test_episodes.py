@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from inferslice.bottleneck import EpisodeState, EventKind, HysteresisPolicy, state_from_dict, step
+from inferslice.bottleneck import EpisodeEvent, EpisodeState, EventKind, HysteresisPolicy, state_from_dict, step
 from inferslice.diagnosis import Diagnosis, Regime
 
 Q, N, H, U = Regime.QUEUE_LIMITED, Regime.NETWORK_LIMITED, Regime.HEALTHY, Regime.UNKNOWN
 POLICY = HysteresisPolicy(open_windows=3, close_windows=2, min_confidence=0.3)
 
 
-def run(regimes: list[Regime], policy: HysteresisPolicy = POLICY, conf: list[float] | None = None, dt: float = 2.0):  # type: ignore[no-untyped-def]
+def run(
+    regimes: list[Regime], policy: HysteresisPolicy = POLICY, conf: list[float] | None = None, dt: float = 2.0
+) -> tuple[EpisodeState, list[EpisodeEvent]]:
     state = EpisodeState(slice="free")
-    events = []
+    events: list[EpisodeEvent] = []
     for i, r in enumerate(regimes):
         c = conf[i] if conf else 0.8
         state, evs = step(state, Diagnosis(slice="free", regime=r, confidence=c), 100.0 + dt * i, policy)
