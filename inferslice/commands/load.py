@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import math
 import sys
@@ -57,6 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--goodput", nargs="+", metavar="NAME:MS", help="SLOs for goodput, e.g. ttft:500 tpot:50")
     out.add_argument("--metric-percentiles", default="99", help="comma-separated percentiles (default 99)")
     out.add_argument("--save-result", type=Path, help="write the vllm-bench-style result JSON here")
+    out.add_argument("--save-records", type=Path, help="write every request record here (JSON lines), for windowed analysis")
     out.add_argument("--otel-port", type=int, help="serve client-perceived metrics on :P/metrics while running")
     out.add_argument("--otlp-endpoint", help="also push OTLP metrics here (needs opentelemetry-exporter-otlp)")
     out.add_argument("--quiet", action="store_true", help="no report on stdout")
@@ -132,6 +134,10 @@ def run(args: argparse.Namespace) -> int:
     summary = _json_safe(result.summary)
     if args.save_result:
         args.save_result.write_text(json.dumps(summary) + "\n")
+    if args.save_records:
+        with args.save_records.open("w") as fh:
+            for rec in result.records:
+                fh.write(json.dumps(dataclasses.asdict(rec)) + "\n")
     if not args.quiet:
         print(format_report(summary))
     if result.records and result.succeeded == 0:

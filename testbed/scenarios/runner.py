@@ -24,7 +24,7 @@ from inferslice.errors import PermanentError, RetryableError, SourceUnavailable
 from inferslice.registry import DEFAULT_STATE_DIR, read_registry
 from inferslice.testbed.net import lifecycle
 from inferslice.testbed.net.plan import net_plan
-from inferslice.testbed.scenarios import fidelity, plots
+from inferslice.testbed.scenarios import fidelity, plots, window
 from inferslice.testbed.scenarios.definitions import ScenarioSettings, Step, steps_for
 from inferslice.topology import Topology, load_topology
 
@@ -58,6 +58,7 @@ class LinkSampler:
 
 
 def _load_argv(top_path: str, netns: str, step: Step, settings: ScenarioSettings, result: Path, index: int) -> list[str]:
+    records = result.with_suffix(".records.jsonl")
     return [
         sys.executable, "-m", "inferslice.cli", "load",
         "--topology", top_path, "--tier", step.tier, "--netns", netns,
@@ -66,39 +67,44 @@ def _load_argv(top_path: str, netns: str, step: Step, settings: ScenarioSettings
         "--seed", str(settings.seed + index),
         "--goodput", "ttft:500",
         "--drain-timeout-s", str(settings.drain_timeout_s),
-        "--save-result", str(result), "--quiet",
+        "--save-result", str(result), "--save-records", str(records), "--quiet",
     ]  # fmt: skip
 
 
-def _row(step: Step, cap_bps: float | None, result: dict[str, Any], rx: float | None, tx: float | None) -> dict[str, Any]:
-    def s(key: str) -> float | None:
-        v = result.get(key)
-        return None if v is None else float(v) / 1000.0
-
+def _row(
+    step: Step, cap_bps: float | None, stats: dict[str, Any], result: dict[str, Any], rx: float | None, tx: float | None
+) -> dict[str, Any]:
     return {
         "scenario": step.scenario,
         "tier": step.tier,
         "concurrency": step.concurrency,
         "cap": step.cap,
         "cap_bps": cap_bps,
-        "p50_ttft_s": s("median_ttft_ms"),
-        "p99_ttft_s": s("p99_ttft_ms"),
-        "p50_tpot_s": s("median_tpot_ms"),
-        "p99_tpot_s": s("p99_tpot_ms"),
-        "output_tokens_per_s": result.get("output_throughput"),
-        "goodput_rps": result.get("request_goodput"),
+        **{k: stats[k] for k in ("p50_ttft_s", "p99_ttft_s", "p50_tpot_s", "p99_tpot_s", "output_tokens_per_s", "goodput_rps")},
         "link_rx_bps": rx,
         "link_tx_bps": tx,
-        "completed": result.get("completed", 0),
-        "failed": result.get("failed", 0),
-        "mean_ttft_s": s("mean_ttft_ms"),
-        "mean_tpot_s": s("mean_tpot_ms"),
-        "request_throughput": result.get("request_throughput"),
+        "completed": stats["completed"],
+        "failed": stats["failed"],
+        "mean_ttft_s": stats["mean_ttft_s"],
+        "mean_tpot_s": stats["mean_tpot_s"],
+        "request_throughput": stats["request_throughput"],
+        "window_s": stats["window_s"],
+        # the load generator's whole-run summary (vllm bench keys), for reference
+        "run_completed": result.get("completed", 0),
+        "run_failed": result.get("failed", 0),
+        "run_output_throughput": result.get("output_throughput"),
     }
 
 
 def run_step(
-    top_path: str, state_dir: Path, step: Step, cap_bps: float | None, settings: ScenarioSettings, index: int, client_ns: str
+    top_path: str,
+    state_dir: Path,
+    step: Step,
+    cap_bps: float | None,
+    settings: ScenarioSettings,
+    index: int,
+    client_ns: str,
+    slo_ttft_s: float = 0.5,
 ) -> dict[str, Any]:
     lifecycle.set_cap(step.tier, cap_bps, "receive", state_dir)
     sampler = LinkSampler(state_dir, step.tier)
@@ -123,8 +129,11 @@ def run_step(
         if proc.returncode not in (0, 1) or not result_path.exists():
             raise PermanentError(f"load generator failed ({proc.returncode}): {log_path.read_text()[-800:]}")
         result = json.loads(result_path.read_text())
+        records = window.load_records(result_path.with_suffix(".records.jsonl"))
     rx, tx = sampler.rates_bps()
-    return _row(step, cap_bps, result, rx, tx)
+    t_load = min((float(r["start_s"]) for r in records), default=0.0)
+    stats = window.window_stats(records, t_load + settings.warmup_s, t_load + settings.step_duration_s, slo_ttft_s)
+    return _row(step, cap_bps, stats, result, rx, tx)
 
 
 def wait_ready(top: Topology, state_dir: Path, timeout_s: float = 120.0, progress: Progress = print) -> None:
@@ -198,7 +207,7 @@ def run_scenario(
                 measured = demand.get((step.tier, step.concurrency))
                 cap_bps = settings.demand_headroom * measured if measured else None
             progress(f"[{i + 1}/{len(steps)}] {step.tier} c={step.concurrency} cap={_fmt(cap_bps)}")
-            row = run_step(top_path, state_dir, step, cap_bps, settings, i, client_ns)
+            row = run_step(top_path, state_dir, step, cap_bps, settings, i, client_ns, top.tier(step.tier).slo_ttft_p99_s)
             if step.cap == "none" and row["link_rx_bps"]:
                 demand[(step.tier, step.concurrency)] = row["link_rx_bps"]
             rows.append(row)

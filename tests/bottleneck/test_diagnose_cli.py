@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -48,7 +49,9 @@ LINES = [
 ]
 
 
-def _run(argv: list[str], stdin: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[dict[str, Any]], str]:
+def _run(
+    argv: list[str], stdin: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, list[dict[str, Any]], str]:
     monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
     rc = main(argv)
     cap = capsys.readouterr()

@@ -8,10 +8,10 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from types import SimpleNamespace
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import math
 import os
 import time
@@ -190,7 +191,7 @@ def test_counters_never_decrease_when_a_replica_goes_or_restarts(kit):
     disc.replicas = [ta, tb]  # b is listed again but refuses: held, not dropped
     history.append(read())
     assert history[0] == [2606.0, 82.0, 32.0, 82.0]
-    for before, after in zip(history, history[1:], strict=False):
+    for before, after in itertools.pairwise(history):
         assert all(x <= y for x, y in zip(before, after, strict=True)), history
     # After a's restart: b's 1303 + a's 1303 carried + a's idle 2.
     assert history[2][0] == 1303 + 1303 + 2
