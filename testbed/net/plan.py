@@ -195,8 +195,8 @@ def net_plan(top: Topology, prefix: str = DEFAULT_PREFIX) -> NetPlan:
             rs.append(Route(f"{node_ips[dst]}/32", hop.via, hop.dev))
         if src != gateway and gateway in hops[src]:
             hop = toward(src, hops[src][gateway])
-            for net in (MGMT_NET, EDGE_NET):
-                rs.append(Route(str(net), hop.via, hop.dev))
+            for shared_net in (MGMT_NET, EDGE_NET):
+                rs.append(Route(str(shared_net), hop.via, hop.dev))
         routes[src] = tuple(rs)
 
     tiers: list[TierNet] = []

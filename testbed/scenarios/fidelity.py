@@ -6,7 +6,7 @@ issue sets, so the report says *how* each figure compares, not just pass/fail.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -47,7 +47,7 @@ def peak_goodput(rows: Iterable[Row], tier: str) -> float:
     return max((float(r.get("goodput_rps") or 0.0) for r in rows if r["tier"] == tier), default=0.0)
 
 
-def differentiation_checks(rows: list[Row]) -> list[Check]:
+def differentiation_checks(rows: Sequence[Row]) -> list[Check]:
     rows = [r for r in rows if r.get("scenario") == "differentiation"]
     tiers = {r["tier"] for r in rows}
     checks: list[Check] = []
@@ -71,7 +71,7 @@ def differentiation_checks(rows: list[Row]) -> list[Check]:
     return checks
 
 
-def _row(rows: list[Row], tier: str, concurrency: int, cap: str) -> Row | None:
+def _row(rows: Sequence[Row], tier: str, concurrency: int, cap: str) -> Row | None:
     for r in rows:
         if r["tier"] == tier and r["concurrency"] == concurrency and r.get("cap") == cap:
             return r
@@ -82,7 +82,7 @@ def _within(a: float | None, b: float | None, tol: float) -> bool:
     return a is not None and b is not None and b > 0 and abs(a - b) <= tol * b
 
 
-def bandwidth_checks(rows: list[Row]) -> list[Check]:
+def bandwidth_checks(rows: Sequence[Row]) -> list[Check]:
     rows = [r for r in rows if r.get("scenario") == "client-bandwidth"]
     checks: list[Check] = []
     for tier in sorted({r["tier"] for r in rows}):
@@ -131,7 +131,7 @@ def bandwidth_checks(rows: list[Row]) -> list[Check]:
     return checks
 
 
-def evaluate(rows: list[Row]) -> list[Check]:
+def evaluate(rows: Sequence[Row]) -> list[Check]:
     return differentiation_checks(rows) + bandwidth_checks(rows)
 
 
