@@ -82,7 +82,7 @@ def build(ns: str, peer: str, n: int) -> None:
 
 
 def run_size(n: int, repeat: int, node_exporter: str) -> dict[str, float]:
-    tag = f"isxb{os.getpid() % 10000}"
+    tag = f"isb{os.getpid() % 10000}"
     ns, peer = f"{tag}n{n}", f"{tag}p{n}"
     proc: subprocess.Popen[bytes] | None = None
     servers = []
