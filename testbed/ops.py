@@ -47,6 +47,8 @@ def set_replicas(tier: str, replicas: int | None, state_dir: Path = DEFAULT_STAT
         raise InputError(f"no serving front for tier {tier!r}", "tier")
     if replicas is None:
         return _call("PUT", f"{front.admin_url}/admin/autoscale", {"enabled": True})
+    # The front takes a fixed count only with its autoscaler off (409 otherwise).
+    _call("PUT", f"{front.admin_url}/admin/autoscale", {"enabled": False})
     return _call("PUT", f"{front.admin_url}/admin/replicas", {"replicas": replicas})
 
 

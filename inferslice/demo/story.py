@@ -1,0 +1,99 @@
+"""The demo's script: phases of load, caps and GPU shares, and what each tier should be diagnosed as.
+
+Pure data plus a pure judge; the orchestration lives in ``inferslice.commands.demo``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TierLoad:
+    concurrency: int
+    cap_bps: float | None = None  # client-edge receive cap; None = uncapped
+    gpu_share: float = 1.0  # effective GPU share of the tier's replicas; < 1 = a co-tenant
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    description: str
+    duration_s: float
+    loads: Mapping[str, TierLoad]
+    expect: Mapping[str, str]  # tier -> regime the platform should diagnose once settled
+
+
+@dataclass(frozen=True)
+class Story:
+    phases: tuple[Phase, ...]
+    replicas: Mapping[str, int] = field(default_factory=dict)  # fixed replica counts for the story
+
+    def scaled(self, factor: float) -> Story:
+        return replace(self, phases=tuple(replace(p, duration_s=max(8.0, p.duration_s * factor)) for p in self.phases))
+
+
+# Free's admission limit is 14 in flight (1 replica), so 24 clients queue; Standard needs ~0.9 Mbit/s
+# at 10 clients, so 0.5 Mbit/s binds; a 0.35 share slows Premium's decode ~3x with no queue.
+DEFAULT_STORY = Story(
+    phases=(
+        Phase(
+            "baseline",
+            "every tier at low load: healthy, and the platform learns each tier's reference",
+            40.0,
+            {"free": TierLoad(4), "standard": TierLoad(4), "premium": TierLoad(4)},
+            {"free": "healthy", "standard": "healthy", "premium": "healthy"},
+        ),
+        Phase(
+            "three regimes",
+            "Free past its admission limit; Standard's edge capped at 0.5 Mbit/s; a co-tenant on Premium's GPUs",
+            75.0,
+            {"free": TierLoad(24), "standard": TierLoad(10, cap_bps=0.5e6), "premium": TierLoad(8, gpu_share=0.35)},
+            {"free": "queue_limited", "standard": "network_limited", "premium": "compute_limited"},
+        ),
+        Phase(
+            "remedies",
+            "Standard's cap raised and Premium's co-tenant gone; Free stays queued at its 1-replica ceiling",
+            40.0,
+            {"free": TierLoad(24), "standard": TierLoad(10, cap_bps=5e6), "premium": TierLoad(8)},
+            {"free": "queue_limited", "standard": "healthy", "premium": "healthy"},
+        ),
+    ),
+    replicas={"free": 1, "standard": 2, "premium": 2},
+)
+
+
+@dataclass(frozen=True)
+class PhaseVerdict:
+    phase: str
+    tier: str
+    expected: str
+    observed: str | None  # majority regime over the settled windows
+    share: float  # fraction of settled windows with the expected regime
+    windows: int
+
+    @property
+    def ok(self) -> bool:
+        return self.observed == self.expected
+
+
+def judge(
+    phase: Phase, diagnoses: Mapping[str, Sequence[Mapping[str, Any]]], start_s: float, end_s: float, settle_fraction: float = 0.4
+) -> list[PhaseVerdict]:
+    """Compare each tier's diagnoses in the settled part of a phase (after ``settle_fraction``) with the script."""
+    settled_from = start_s + settle_fraction * (end_s - start_s)
+    out = []
+    for tier, expected in phase.expect.items():
+        regimes = [
+            str(d["regime"])
+            for d in diagnoses.get(tier, [])
+            if d.get("window_end_s") is not None and settled_from <= float(d["window_end_s"]) <= end_s
+        ]
+        counts = Counter(regimes)
+        observed = counts.most_common(1)[0][0] if counts else None
+        share = counts[expected] / len(regimes) if regimes else 0.0
+        out.append(PhaseVerdict(phase.name, tier, expected, observed, share, len(regimes)))
+    return out
