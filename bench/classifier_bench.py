@@ -1,215 +1,15 @@
-"""Benchmarks of the diagnosis path, reported as ratios against a baseline run in the same process.
+"""Benchmarks of the diagnosis path (classifier throughput, API latency), as ratios to a baseline.
 
-1. Classifier throughput on one core: ``json.loads`` + ``snapshot_from_dict`` + ``classify`` +
-   ``json.dumps`` (the ``inferslice diagnose`` path) against a baseline of just ``json.loads`` +
-   ``snapshot_from_dict`` on the same lines.
-2. API latency: an open-loop httpx client sends a fixed rate (default 200 req/s, half
-   ``POST /v1/snapshots``, half ``GET /v1/slices/{slice}``) for ~10 s to a uvicorn server on 127.0.0.1 in a
-   child process, and reports p50/p99/max latency and the rate achieved. The SQLite file lives in a
-   temporary directory.
-
-Run: ``.venv/bin/python bench/classifier_bench.py [--n 20000] [--rate 200] [--duration 10]``.
-Numbers depend on the machine and its load; nothing asserts them.
+Thin wrapper around ``inferslice.benchmarks.classifier`` (also ``inferslice bench classifier``).
+Run: ``.venv/bin/python bench/classifier_bench.py [--n 20000] [--rate 200] [--duration 10] [--skip-api]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import os
-import random
-import socket
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
-from pathlib import Path
-from typing import Any
 
-from inferslice.bottleneck import classify
-from inferslice.snapshot import snapshot_from_dict
-
-SLICES = ("free", "standard", "premium")
-
-
-def make_lines(n: int, seed: int = 7) -> list[str]:
-    """Snapshots spread over the regimes of the brief, with fields randomly dropped."""
-    rng = random.Random(seed)
-    lines = []
-    for i in range(n):
-        kind = rng.choice(("healthy", "queue", "network", "compute"))
-        doc: dict[str, Any] = {"id": i, "slice": rng.choice(SLICES), "slo_ttft_p99_s": 0.5, "ref_tpot_p50_s": 0.025, "ref_ttft_p50_s": 0.05}
-        doc["link_cap_bps"] = 5e5 if kind == "network" else 1e7
-        doc["link_rx_bps"] = doc["link_cap_bps"] * (rng.uniform(0.9, 1.0) if kind == "network" else rng.uniform(0.01, 0.5))
-        doc["ttft_p99_s"] = rng.uniform(2, 13) if kind in ("queue", "network") else rng.uniform(0.05, 0.3)
-        doc["ttft_p50_s"] = doc["ttft_p99_s"] / 3
-        doc["tpot_p50_s"] = rng.uniform(0.1, 0.2) if kind == "network" else (0.06 if kind == "compute" else rng.uniform(0.024, 0.027))
-        doc["tpot_p99_s"] = doc["tpot_p50_s"] * 1.3
-        doc["output_tokens_per_s"] = rng.uniform(200, 400)
-        doc["ref_output_tokens_per_s"] = 370.0
-        doc["requests_waiting"] = rng.randint(1, 8) if kind == "queue" else 0
-        doc["gpu_share"] = 0.4 if kind == "compute" else 1.0
-        doc["gpu_utilization"] = rng.uniform(0.3, 1.0)
-        for key in list(doc):
-            if key not in ("id", "slice") and rng.random() < 0.15:
-                del doc[key]
-        lines.append(json.dumps(doc))
-    return lines
-
-
-def _best_of(repeats: int, fn: Any) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
-def bench_classifier(n: int, repeats: int = 3) -> dict[str, float]:
-    lines = make_lines(n)
-
-    def parse_only() -> None:
-        for line in lines:
-            snapshot_from_dict(json.loads(line))
-
-    def full() -> None:
-        for line in lines:
-            json.dumps(classify(snapshot_from_dict(json.loads(line))).to_dict())
-
-    snaps = [snapshot_from_dict(json.loads(line)) for line in lines]
-
-    def classify_only() -> None:
-        for s in snaps:
-            classify(s)
-
-    t_parse = _best_of(repeats, parse_only)
-    t_full = _best_of(repeats, full)
-    t_classify = _best_of(repeats, classify_only)
-    return {
-        "snapshots": float(n),
-        "parse_per_s": n / t_parse,
-        "classify_only_per_s": n / t_classify,
-        "diagnose_line_per_s": n / t_full,
-        "classify_over_parse_cost": t_classify / t_parse,
-        "diagnose_line_over_parse_cost": t_full / t_parse,
-    }
-
-
-# -- API latency -----------------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def serve(port: int, db: str) -> None:
-    """Child process: the real app on uvicorn, as ``inferslice api`` runs it."""
-    import uvicorn
-
-    from inferslice.api.app import create_app
-    from inferslice.api.store import Store
-    from inferslice.topology import load_topology
-
-    store = Store(db)
-    uvicorn.run(create_app(store, load_topology()), host="127.0.0.1", port=port, log_level="warning")
-
-
-async def _load(base: str, rate: float, duration_s: float, lines: list[str]) -> tuple[list[float], int, float]:
-    import httpx
-
-    latencies: list[float] = []
-    errors = 0
-    limits = httpx.Limits(max_connections=16, max_keepalive_connections=16)
-    async with httpx.AsyncClient(base_url=base, timeout=10.0, limits=limits) as client:
-        gate = asyncio.Semaphore(16)  # keeps httpx's own wait queue short (its bookkeeping is O(queued))
-
-        async def one(i: int, scheduled: float) -> None:
-            nonlocal errors
-            async with gate:
-                try:
-                    if i % 2 == 0:
-                        body = lines[i % len(lines)]
-                        r = await client.post("/v1/snapshots", content=body, headers={"content-type": "application/json"})
-                    else:
-                        r = await client.get(f"/v1/slices/{SLICES[i % 3]}")
-                    ok = r.status_code < 400
-                except httpx.HTTPError:
-                    ok = False
-            # From the scheduled send time: time spent waiting behind earlier requests counts
-            # (no coordinated omission).
-            latencies.append(time.perf_counter() - scheduled)
-            errors += not ok
-
-        tasks = []
-        start = time.perf_counter()
-        total = int(rate * duration_s)
-        for i in range(total):
-            # Open loop: requests leave on schedule whether or not earlier ones have returned.
-            scheduled = start + i / rate
-            delay = scheduled - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(one(i, scheduled)))
-        await asyncio.gather(*tasks)
-        elapsed = time.perf_counter() - start
-    return latencies, errors, total / elapsed
-
-
-def _cpu_s(pid: int) -> float:
-    """User+system CPU seconds of a process (Linux /proc), to tell our cost from the machine's contention."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _wait_ready(base: str, timeout_s: float = 20.0) -> None:
-    import httpx
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(base + "/readyz", timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError("API did not become ready")
-
-
-def bench_api(rate: float, duration_s: float) -> dict[str, float]:
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    lines = [line.replace('"id": ', '"window_end_s": null, "id": ', 1) for line in make_lines(2000, seed=11)]
-    with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.Popen([sys.executable, __file__, "--serve", str(port), "--db", str(Path(tmp) / "bench.db")])
-        try:
-            _wait_ready(base)
-            server0, client0 = _cpu_s(proc.pid), time.process_time()
-            lat, errors, achieved = asyncio.run(_load(base, rate, duration_s, lines))
-            server_cpu, client_cpu = _cpu_s(proc.pid) - server0, time.process_time() - client0
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
-    lat.sort()
-    return {
-        "target_rate_per_s": rate,
-        "achieved_rate_per_s": achieved,
-        "requests": float(len(lat)),
-        "errors": float(errors),
-        "p50_ms": 1000 * statistics.median(lat),
-        "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))],
-        "max_ms": 1000 * lat[-1],
-        "server_cpu_ms_per_request": 1000 * server_cpu / len(lat),
-        "client_cpu_ms_per_request": 1000 * client_cpu / len(lat),
-        "loadavg_1m_after": os.getloadavg()[0],
-    }
+from inferslice.benchmarks import classifier
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -218,23 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=200.0, help="API requests per second")
     parser.add_argument("--duration", type=float, default=10.0, help="API load seconds")
     parser.add_argument("--skip-api", action="store_true")
-    parser.add_argument("--skip-classifier", action="store_true")
-    parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--db", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.serve is not None:
-        serve(args.serve, args.db)
-        return 0
-    if not args.skip_classifier:
-        res = bench_classifier(args.n)
-        print("classifier (one core, best of 3):")
-        for k, v in res.items():
-            print(f"  {k:32s} {v:12.2f}")
-    if not args.skip_api:
-        api = bench_api(args.rate, args.duration)
-        print(f"API ({args.rate:g} req/s for {args.duration:g} s, half POST /v1/snapshots, half GET /v1/slices/{{slice}}):")
-        for k, v in api.items():
-            print(f"  {k:32s} {v:12.2f}")
+    result = classifier.run(args.n, api=not args.skip_api, rate=args.rate, duration_s=args.duration)
+    print(classifier.markdown(result), end="")
     return 0
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from inferslice.dashboards.rules import SEVERITY_PAGE, SEVERITY_TICKET
+from inferslice.dashboards.rules import SEVERITY_PAGE, SEVERITY_TICKET, scaled_duration
 from inferslice.topology import Topology
 
 DEFAULT_API_URL = "http://127.0.0.1:8080"
@@ -34,26 +34,33 @@ def receiver_name(tier: str | None, severity: str | None) -> str:
     return "inferslice-" + "-".join(x for x in (tier, severity) if x) if (tier or severity) else "inferslice-default"
 
 
-def alertmanager_config(topology: Topology, api_url: str = DEFAULT_API_URL) -> dict[str, Any]:
+def _scaled(timing: dict[str, str], factor: float) -> dict[str, str]:
+    return timing if factor == 1.0 else {k: scaled_duration(v, factor) for k, v in timing.items()}
+
+
+def alertmanager_config(topology: Topology, api_url: str = DEFAULT_API_URL, hold_scale: float = 1.0) -> dict[str, Any]:
+    """``hold_scale`` multiplies every group_wait/group_interval/repeat_interval (tests: ~0.01, as the rules' holds)."""
+    if not hold_scale > 0:
+        raise ValueError("hold_scale must be > 0")
     routes: list[dict[str, Any]] = []
     receivers = [_receiver(receiver_name(None, None), api_url)]
     for tier in sorted(topology.tiers, key=lambda t: -t.priority):
         for severity in (SEVERITY_PAGE, SEVERITY_TICKET):
             name = receiver_name(tier.name, severity)
-            routes.append({"receiver": name, "matchers": [f'slice="{tier.name}"', f'severity="{severity}"'], **_TIMING[severity]})
+            routes.append(
+                {"receiver": name, "matchers": [f'slice="{tier.name}"', f'severity="{severity}"'], **_scaled(_TIMING[severity], hold_scale)}
+            )
             receivers.append(_receiver(name, api_url))
     for severity in (SEVERITY_PAGE, SEVERITY_TICKET):  # alerts without a slice label (sources, scrape targets)
         name = receiver_name(None, severity)
-        routes.append({"receiver": name, "matchers": [f'severity="{severity}"'], **_TIMING[severity]})
+        routes.append({"receiver": name, "matchers": [f'severity="{severity}"'], **_scaled(_TIMING[severity], hold_scale)})
         receivers.append(_receiver(name, api_url))
     return {
         "global": {"resolve_timeout": "5m"},
         "route": {
             "receiver": receiver_name(None, None),
             "group_by": ["slice", "alertname"],
-            "group_wait": "30s",
-            "group_interval": "5m",
-            "repeat_interval": "4h",
+            **_scaled({"group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"}, hold_scale),
             "routes": routes,
         },
         # A tier's page already covers the same alert's ticket (the TTFT ladder, the burn pair).

@@ -17,6 +17,8 @@ Severity policy (documented in the rules' labels and the module, mirrored by Ale
 
 from __future__ import annotations
 
+import copy
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -245,9 +247,43 @@ def rule_groups(topology: Topology, api_url: str) -> list[dict[str, Any]]:
     return [latency_rules(), sli_rules(), network_rules(), platform_rules(), *(tier_group(t, api_url) for t in topology.tiers)]
 
 
-def rule_file(topology: Topology, api_url: str) -> dict[str, Any]:
-    """A Prometheus rule file (``rule_files:``) holding every group."""
-    return {"groups": rule_groups(topology, api_url)}
+def rule_file(topology: Topology, api_url: str, hold_scale: float = 1.0) -> dict[str, Any]:
+    """A Prometheus rule file (``rule_files:``) holding every group.
+
+    ``hold_scale`` multiplies every alert's ``for:`` (integration tests use ~0.01 so a 10 m hold
+    becomes 6 s); evaluation windows and annotation texts keep their production values."""
+    return scale_holds({"groups": rule_groups(topology, api_url)}, hold_scale)
+
+
+_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
+_DURATION_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
+
+
+def duration_s(text: str) -> float:
+    """A Prometheus duration (``"1h30m"``, ``"10m"``, ``"500ms"``) in seconds."""
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"not a Prometheus duration: {text!r}")
+    return sum(int(n) * _DURATION_S[u] for n, u in parts)
+
+
+def scaled_duration(text: str, factor: float) -> str:
+    """``text`` times ``factor`` as whole seconds, never below 1 s (a hold of 0 would change the alert's meaning)."""
+    return f"{max(1, round(duration_s(text) * factor))}s"
+
+
+def scale_holds(rules: dict[str, Any], factor: float) -> dict[str, Any]:
+    """A copy of a rule file whose alerts' ``for:`` are multiplied by ``factor`` (1.0: unchanged, same object)."""
+    if factor == 1.0:
+        return rules
+    if not factor > 0:
+        raise ValueError("hold_scale must be > 0")
+    out = copy.deepcopy(rules)
+    for group in out["groups"]:
+        for rule in group["rules"]:
+            if "for" in rule:
+                rule["for"] = scaled_duration(rule["for"], factor)
+    return out
 
 
 def prometheus_rule(topology: Topology, api_url: str, namespace: str = "monitoring") -> dict[str, Any]:

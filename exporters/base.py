@@ -19,6 +19,8 @@ from prometheus_client.registry import Collector
 from inferslice import metric_names as mn
 from inferslice.errors import InferSliceError
 
+from .rows import RowFamily
+
 log = logging.getLogger(__name__)
 
 
@@ -50,6 +52,8 @@ class GuardedCollector(Collector):
             first = merged.get(family.name)
             if first is None:
                 merged[family.name] = family
+            elif isinstance(first, RowFamily) and isinstance(family, RowFamily) and first.extend(family):
+                pass  # rows stay rows: the text writer renders them without Sample objects
             elif first.type == family.type:
                 first.samples.extend(family.samples)
             else:

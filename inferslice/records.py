@@ -23,6 +23,9 @@ class RequestRecord:
     error: str | None = None
     model: str = ""
     server_address: str = ""
+    # HTTP body bytes received (after transfer decoding): what the client read, for comparing
+    # against link counters that also count framing and headers. 0 when unknown (older records).
+    response_bytes: int = 0
 
     @property
     def tpot_s(self) -> float | None:

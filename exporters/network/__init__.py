@@ -3,7 +3,7 @@
 Sources (each reports ``inferslice_source_up{source}`` through ``GuardedCollector``):
 - ``network_kernel``: kernel interfaces in any namespace, one raw netlink RTM_GETSTATS dump per
   namespace per scrape (``kernel.py``, ``netlink.py``);
-- ``network_htb``: HTB classes, one RTM_GETTCLASS dump per (namespace, device); the cap is the
+- ``network_htb``: HTB classes, batched RTM_GETTCLASS gets (one datagram per ~128 classes); the cap is the
   class's ceil (the rate it can never exceed; ``rate`` is only its guarantee);
 - ``network_ovs``: Open vSwitch, one OVSDB JSON-RPC transact per scrape (``ovs.py``);
 - ``network_probe``: active UDP RTT probes between PoPs on a background thread (``prober.py``).

@@ -2,8 +2,9 @@
 
 ``KernelLinkSource``: one ``RTM_GETSTATS`` dump per namespace per scrape -> link bytes, packets,
 drops, errors per (slice, pop, link), plus tunnel bytes for interfaces mapped with a peer PoP.
-``HtbSource``: one ``RTM_GETTCLASS`` dump per (namespace, device) -> per-class bytes, packets and
-drops in the class's mapped direction, its cap, overlimits and backlog.
+``HtbSource``: batched ``RTM_GETTCLASS`` gets (many in one datagram, one reply each) per namespace
+-> per-class bytes, packets and drops in the class's mapped direction, its cap, overlimits and
+backlog. (A class *dump* covers one device only and costs three syscalls; see ``htb_class_get``.)
 
 The cap of an HTB class is its *ceil*: ``rate`` is only what the class is guaranteed, it borrows up
 to ``ceil`` when its parent has spare tokens, so ``ceil`` is the rate it can never exceed. (The
@@ -21,13 +22,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 
 from inferslice import metric_names as mn
 from inferslice.errors import ParseError, SourceUnavailable
 
+from ..rows import RowFamily
 from .mapping import HtbMap, InterfaceMap, KernelMaps
-from .netlink import LinkStats, NetlinkSocket
+from .netlink import HtbClassStats, LinkStats, NetlinkSocket
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +38,6 @@ LINK_LABELS = ["slice", "pop", "link"]
 CAP_LABELS = ["slice", "pop", "link", "direction"]
 TUNNEL_LABELS = ["slice", "pop", "peer_pop"]
 M = TypeVar("M", InterfaceMap, HtbMap)
-
-
-def _base(counter_name: str) -> str:
-    """prometheus_client appends ``_total`` to a counter family's name itself."""
-    return counter_name.removesuffix("_total")
 
 
 class NamespaceReader:
@@ -114,19 +111,19 @@ class _Readers:
 
 @dataclass
 class _LinkFamilies:
-    rx_bytes: CounterMetricFamily
-    tx_bytes: CounterMetricFamily
-    rx_packets: CounterMetricFamily
-    tx_packets: CounterMetricFamily
-    rx_drops: CounterMetricFamily
-    tx_drops: CounterMetricFamily
-    rx_errors: CounterMetricFamily
-    tx_errors: CounterMetricFamily
+    rx_bytes: RowFamily
+    tx_bytes: RowFamily
+    rx_packets: RowFamily
+    tx_packets: RowFamily
+    rx_drops: RowFamily
+    tx_drops: RowFamily
+    rx_errors: RowFamily
+    tx_errors: RowFamily
 
     @classmethod
     def new(cls) -> _LinkFamilies:
-        def c(name: str, doc: str) -> CounterMetricFamily:
-            return CounterMetricFamily(name.removesuffix("_total"), doc, labels=LINK_LABELS)
+        def c(name: str, doc: str) -> RowFamily:
+            return RowFamily(name, doc, "counter", LINK_LABELS)
 
         return cls(
             c(mn.LINK_RECEIVE_BYTES, "Bytes received on the link (mapped viewpoint)"),
@@ -139,9 +136,17 @@ class _LinkFamilies:
             c(mn.LINK_TRANSMIT_ERRORS, "Transmit errors"),
         )
 
-    def all(self) -> list[Metric]:
-        return [self.rx_bytes, self.tx_bytes, self.rx_packets, self.tx_packets,
-                self.rx_drops, self.tx_drops, self.rx_errors, self.tx_errors]
+    def all(self) -> list[RowFamily]:
+        return [
+            self.rx_bytes,
+            self.tx_bytes,
+            self.rx_packets,
+            self.tx_packets,
+            self.rx_drops,
+            self.tx_drops,
+            self.rx_errors,
+            self.tx_errors,
+        ]
 
 
 class KernelLinkSource:
@@ -161,8 +166,8 @@ class KernelLinkSource:
     def collect(self) -> Iterator[Metric]:
         interfaces = self._maps().interfaces
         fams = _LinkFamilies.new()
-        tun_rx = CounterMetricFamily(_base(mn.TUNNEL_RECEIVE_BYTES), "Bytes received from the peer PoP by tunnel", labels=TUNNEL_LABELS)
-        tun_tx = CounterMetricFamily(_base(mn.TUNNEL_TRANSMIT_BYTES), "Bytes sent to the peer PoP over the tunnel", labels=TUNNEL_LABELS)
+        tun_rx = RowFamily(mn.TUNNEL_RECEIVE_BYTES, "Bytes received from the peer PoP by tunnel", "counter", TUNNEL_LABELS)
+        tun_tx = RowFamily(mn.TUNNEL_TRANSMIT_BYTES, "Bytes sent to the peer PoP over the tunnel", "counter", TUNNEL_LABELS)
         groups = _group_by_netns(interfaces)
         ok = 0
         errors: dict[str | None, str] = {}
@@ -184,18 +189,19 @@ class KernelLinkSource:
                     rxp, txp = (s.tx_packets, s.rx_packets) if e.invert else (s.rx_packets, s.tx_packets)
                     rxd, txd = (s.tx_dropped, s.rx_dropped) if e.invert else (s.rx_dropped, s.tx_dropped)
                     rxe, txe = (s.tx_errors, s.rx_errors) if e.invert else (s.rx_errors, s.tx_errors)
-                    labels = [e.slice, e.pop, e.link]
-                    fams.rx_bytes.add_metric(labels, rx)
-                    fams.tx_bytes.add_metric(labels, tx)
-                    fams.rx_packets.add_metric(labels, rxp)
-                    fams.tx_packets.add_metric(labels, txp)
-                    fams.rx_drops.add_metric(labels, rxd)
-                    fams.tx_drops.add_metric(labels, txd)
-                    fams.rx_errors.add_metric(labels, rxe)
-                    fams.tx_errors.add_metric(labels, txe)
+                    labels = (e.slice, e.pop, e.link)
+                    fams.rx_bytes.add(labels, rx)
+                    fams.tx_bytes.add(labels, tx)
+                    fams.rx_packets.add(labels, rxp)
+                    fams.tx_packets.add(labels, txp)
+                    fams.rx_drops.add(labels, rxd)
+                    fams.tx_drops.add(labels, txd)
+                    fams.rx_errors.add(labels, rxe)
+                    fams.tx_errors.add(labels, txe)
                     if e.peer_pop is not None:
-                        tun_rx.add_metric([e.slice, e.pop, e.peer_pop], rx)
-                        tun_tx.add_metric([e.slice, e.pop, e.peer_pop], tx)
+                        tun_labels = (e.slice, e.pop, e.peer_pop)
+                        tun_rx.add(tun_labels, rx)
+                        tun_tx.add(tun_labels, tx)
         self.last_errors = errors
         if groups and ok == 0:
             raise SourceUnavailable("; ".join(f"{ns or '(own)'}: {msg}" for ns, msg in errors.items()))
@@ -204,8 +210,39 @@ class KernelLinkSource:
         return iter([*fams.all(), tun_rx, tun_tx])
 
 
+def _read_classes(reader: NamespaceReader, group: list[HtbMap]) -> dict[tuple[str, int], HtbClassStats]:
+    """(ifname, classid) -> stats for the mapped classes of one namespace, in batched class GETs.
+
+    A class that cannot be found may be behind a stale ifindex (the device was recreated): the
+    names are re-read once and those classes asked again."""
+    refreshed = [False]
+    keys: dict[tuple[str, int], int] = {}
+    for e in group:
+        idx = reader.index_of(e.ifname, refreshed)
+        if idx is not None:
+            keys[(e.ifname, e.classid)] = idx
+    got = reader.sock.htb_class_get([(idx, classid) for (_name, classid), idx in keys.items()])
+    out: dict[tuple[str, int], HtbClassStats] = {}
+    retry: list[tuple[str, int]] = []
+    for key, idx in keys.items():
+        c = got.get((idx, key[1]))
+        if c is not None:
+            out[key] = c
+        else:
+            retry.append(key)
+    if retry and not refreshed[0]:
+        reader.refresh_names()
+        again = {key: idx for key in retry if (idx := reader.index_of(key[0], [True])) is not None}
+        got = reader.sock.htb_class_get([(idx, key[1]) for key, idx in again.items()])
+        for key, idx in again.items():
+            c = got.get((idx, key[1]))
+            if c is not None:
+                out[key] = c
+    return out
+
+
 class HtbSource:
-    """HTB class stats: one RTM_GETTCLASS dump per (namespace, device)."""
+    """HTB class stats: batched RTM_GETTCLASS requests, up to 128 classes a datagram, per namespace."""
 
     def __init__(self, maps: MapsProvider, name: str = "network_htb") -> None:
         self.name = name
@@ -221,10 +258,10 @@ class HtbSource:
     def collect(self) -> Iterator[Metric]:
         entries = self._maps().htb
         fams = _LinkFamilies.new()
-        cap = GaugeMetricFamily(mn.LINK_CAP_BPS, "Bandwidth cap in bit/s (HTB ceil: the class never exceeds it)", labels=CAP_LABELS)
-        over = CounterMetricFamily(_base(mn.HTB_OVERLIMITS), "Times the HTB class was over its rate/ceil", labels=CAP_LABELS)
-        backlog_b = GaugeMetricFamily(mn.HTB_BACKLOG_BYTES, "Bytes queued in the HTB class", labels=CAP_LABELS)
-        backlog_p = GaugeMetricFamily(mn.HTB_BACKLOG_PACKETS, "Packets queued in the HTB class", labels=CAP_LABELS)
+        cap = RowFamily(mn.LINK_CAP_BPS, "Bandwidth cap in bit/s (HTB ceil: the class never exceeds it)", "gauge", CAP_LABELS)
+        over = RowFamily(mn.HTB_OVERLIMITS, "Times the HTB class was over its rate/ceil", "counter", CAP_LABELS)
+        backlog_b = RowFamily(mn.HTB_BACKLOG_BYTES, "Bytes queued in the HTB class", "gauge", CAP_LABELS)
+        backlog_p = RowFamily(mn.HTB_BACKLOG_PACKETS, "Packets queued in the HTB class", "gauge", CAP_LABELS)
         groups = _group_by_netns(entries)
         ok = 0
         errors: dict[str | None, str] = {}
@@ -232,46 +269,32 @@ class HtbSource:
             self._readers.retain(set(groups))
             for netns, group in groups.items():
                 reader = self._readers.get(netns)
-                by_dev: dict[str, list[HtbMap]] = {}
-                for e in group:
-                    by_dev.setdefault(e.ifname, []).append(e)
-                refreshed = [False]
                 try:
-                    for ifname, dev_entries in by_dev.items():
-                        idx = reader.index_of(ifname, refreshed)
-                        if idx is None:
-                            continue
-                        classes = {c.handle: c for c in reader.sock.htb_classes(idx)}
-                        if not classes and not refreshed[0]:
-                            # Either no classes, or our cached index now names another device.
-                            refreshed[0] = True
-                            reader.refresh_names()
-                            idx = reader.index_of(ifname, refreshed)
-                            classes = {c.handle: c for c in reader.sock.htb_classes(idx)} if idx is not None else {}
-                        for e in dev_entries:
-                            c = classes.get(e.classid)
-                            if c is None:
-                                continue
-                            labels = [e.slice, e.pop, e.link]
-                            dlabels = [*labels, e.direction]
-                            if e.direction == "receive":
-                                fams.rx_bytes.add_metric(labels, c.bytes)
-                                fams.rx_packets.add_metric(labels, c.packets)
-                                fams.rx_drops.add_metric(labels, c.drops)
-                            else:
-                                fams.tx_bytes.add_metric(labels, c.bytes)
-                                fams.tx_packets.add_metric(labels, c.packets)
-                                fams.tx_drops.add_metric(labels, c.drops)
-                            cap.add_metric(dlabels, c.ceil_bps)
-                            over.add_metric(dlabels, c.overlimits)
-                            backlog_b.add_metric(dlabels, c.backlog_bytes)
-                            backlog_p.add_metric(dlabels, c.backlog_packets)
+                    classes = _read_classes(reader, group)
                 except (SourceUnavailable, ParseError) as err:
                     errors[netns] = str(err)
                     continue
                 ok += 1
+                for e in group:
+                    c = classes.get((e.ifname, e.classid))
+                    if c is None:
+                        continue  # vanished device or class: its series disappear until it is back
+                    labels = (e.slice, e.pop, e.link)
+                    dlabels = (e.slice, e.pop, e.link, e.direction)
+                    if e.direction == "receive":
+                        fams.rx_bytes.add(labels, c.bytes)
+                        fams.rx_packets.add(labels, c.packets)
+                        fams.rx_drops.add(labels, c.drops)
+                    else:
+                        fams.tx_bytes.add(labels, c.bytes)
+                        fams.tx_packets.add(labels, c.packets)
+                        fams.tx_drops.add(labels, c.drops)
+                    cap.add(dlabels, c.ceil_bps)
+                    over.add(dlabels, c.overlimits)
+                    backlog_b.add(dlabels, c.backlog_bytes)
+                    backlog_p.add(dlabels, c.backlog_packets)
         self.last_errors = errors
         if groups and ok == 0:
             raise SourceUnavailable("; ".join(f"{ns or '(own)'}: {msg}" for ns, msg in errors.items()))
-        families: list[Metric] = [f for f in fams.all() if f.samples]
+        families: list[Metric] = [f for f in fams.all() if f.rows]
         return iter([*families, cap, over, backlog_b, backlog_p])

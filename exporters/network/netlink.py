@@ -33,6 +33,7 @@ NLMSG_ERROR = 2
 NLMSG_DONE = 3
 NLM_F_REQUEST = 0x1
 NLM_F_DUMP = 0x300
+NLM_F_ECHO = 0x8
 RTM_NEWLINK = 16
 RTM_GETLINK = 18
 RTM_NEWTCLASS = 40
@@ -62,6 +63,8 @@ _HTB_OPT = struct.Struct("=BBHhHI BBHhHI IIIII")  # rate spec, ceil spec, buffer
 _GNET_BASIC = struct.Struct("=QI")
 _GNET_QUEUE = struct.Struct("=IIIII")  # qlen, backlog, drops, requeues, overlimits
 T = TypeVar("T")
+_SO_RCVBUFFORCE = 33  # asm-generic/socket.h; the socket module does not name it
+_REPLY_TRUESIZE = 16 << 10  # what one queued class reply may cost the receive buffer (NLMSG_GOODSIZE skb), high side
 _RECV_BYTES = 1 << 20  # a 1,000-link stats dump is ~250 kB; one large buffer keeps recv calls few
 
 
@@ -290,7 +293,11 @@ class NetlinkSocket:
     def _open(self) -> socket.socket:
         def make() -> socket.socket:
             s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, socket.NETLINK_ROUTE)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RECV_BYTES)
+            try:
+                # Root may exceed net.core.rmem_max: a batch of class GETs queues one reply each.
+                s.setsockopt(socket.SOL_SOCKET, _SO_RCVBUFFORCE, _RECV_BYTES)
+            except PermissionError:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RECV_BYTES)
             s.settimeout(self._timeout_s)
             s.bind((0, 0))
             return s
@@ -369,3 +376,52 @@ class NetlinkSocket:
                 if parsed is not None:
                     classes.append(parsed)
         return classes
+
+    def htb_class_get(self, wanted: list[tuple[int, int]]) -> dict[tuple[int, int], HtbClassStats | None]:
+        """(ifindex, classid) -> that HTB class's stats, or None where the kernel said no (ENOENT, ENODEV).
+
+        A class dump answers for one device only (the kernel has no all-device class dump) and costs
+        three syscalls (request, data, NLMSG_DONE); a dump in flight makes a second one on the same
+        socket fail with EBUSY. A *get* is not a dump: many fit in one datagram and each is answered
+        (NLM_F_ECHO) by one message, so a batch costs one send and one receive per class.
+        """
+        out: dict[tuple[int, int], HtbClassStats | None] = {}
+        if not wanted:
+            return out
+        if self._sock is None:
+            self._sock = self._open()
+        sock = self._sock
+        try:
+            rcvbuf = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+            batch = max(8, min(256, rcvbuf // _REPLY_TRUESIZE))  # an overflowing batch loses replies
+            for start in range(0, len(wanted), batch):
+                chunk = wanted[start : start + batch]
+                first = (self._seq + 1) & 0xFFFFFFFF
+                self._seq = (first + len(chunk)) & 0xFFFFFFFF
+                sock.send(b"".join(_class_get(first + k, ifindex, handle) for k, (ifindex, handle) in enumerate(chunk)))
+                pending = len(chunk)
+                while pending:
+                    for rtype, rseq, payload in iter_messages(sock.recv(_RECV_BYTES)):
+                        k = (rseq - first) & 0xFFFFFFFF
+                        if not 0 <= k < len(chunk) or chunk[k] in out:
+                            continue  # a late answer to an earlier, abandoned batch
+                        if rtype == NLMSG_ERROR:
+                            out[chunk[k]] = None
+                        elif rtype == RTM_NEWTCLASS:
+                            out[chunk[k]] = parse_tclass_message(payload)
+                        else:
+                            continue
+                        pending -= 1
+        except (OSError, ParseError) as err:
+            self.close()
+            if isinstance(err, ParseError):
+                raise
+            raise SourceUnavailable(f"netlink class get in {self.netns or 'this namespace'}: {err}") from None
+        return out
+
+
+def _class_get(seq: int, ifindex: int, handle: int) -> bytes:
+    # tcm_parent 0: the kernel takes the qdisc from the class id's major number.
+    return _NLMSGHDR.pack(_NLMSGHDR.size + _TCMSG.size, RTM_GETTCLASS, NLM_F_REQUEST | NLM_F_ECHO, seq & 0xFFFFFFFF, 0) + _TCMSG.pack(
+        socket.AF_UNSPEC, 0, 0, ifindex, handle, 0, 0
+    )

@@ -6,15 +6,16 @@ import argparse
 import signal
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from types import FrameType
-from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 
 from inferslice.errors import ConfigError
 from inferslice.exporters.base import GuardedCollector
 from inferslice.exporters.config import build_collector, default_config, load_config
+from inferslice.exporters.http import metrics_handler
+from inferslice.exporters.text import render_registry
 
 HELP = "serve the exporters' /metrics (or print one exposition with --once)"
 DEFAULT_PORT = 9470  # clear of Prometheus (9090), node-exporter (9100) and OTel's 9464
@@ -26,29 +27,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to serve /metrics on (default {DEFAULT_PORT})")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--once", action="store_true", help="print one exposition to stdout and exit")
-
-
-def _handler(registry: CollectorRegistry) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path == "/metrics":
-                body, ctype = generate_latest(registry), CONTENT_TYPE_LATEST
-            elif path == "/healthz":
-                body, ctype = b"ok\n", "text/plain; charset=utf-8"
-            else:
-                self.send_error(404)
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:  # scrapes every 2 s would flood stderr
-            pass
-
-    return Handler
 
 
 def _close(collector: GuardedCollector) -> None:
@@ -72,10 +50,10 @@ def run(args: argparse.Namespace) -> int:
     registry.register(collector)
     try:
         if args.once:
-            sys.stdout.write(generate_latest(registry).decode("utf-8"))
+            sys.stdout.write(render_registry(registry).decode("utf-8"))
             sys.stdout.flush()
             return 0
-        server = ThreadingHTTPServer((args.host, args.port), _handler(registry))
+        server = ThreadingHTTPServer((args.host, args.port), metrics_handler(registry))
         server.daemon_threads = True
 
         def stop(signum: int, frame: FrameType | None) -> None:

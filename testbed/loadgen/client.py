@@ -78,6 +78,7 @@ async def send_request(session: aiohttp.ClientSession, settings: RequestSettings
     start_wall = time.time()
     t0 = time.perf_counter()
     timer = StreamTimer()
+    received = 0
 
     def record(error: str | None) -> RequestRecord:
         e2e = time.perf_counter() - t0
@@ -87,14 +88,18 @@ async def send_request(session: aiohttp.ClientSession, settings: RequestSettings
             slice=settings.slice, start_s=start_wall, success=ok, ttft_s=timer.ttft_s, e2e_s=e2e, prompt_tokens=prompt,
             output_tokens=timer.completion_tokens if timer.completion_tokens is not None else timer.tokens,
             itl_s=tuple(timer.itl_s), error=error, model=settings.model, server_address=settings.server_address,
+            response_bytes=received,
         )
 
     try:
         headers = {**_HEADERS, PROMPT_HINT_HEADER: str(request.prompt_tokens)} if settings.prompt_tokens_hint else _HEADERS
         async with session.post(settings.url, data=payload, headers=headers) as resp:
             if resp.status != 200:
-                return record(_error_message(resp.status, await resp.content.read(4096)))
+                body = await resp.content.read(4096)
+                received = len(body)
+                return record(_error_message(resp.status, body))
             async for data in resp.content.iter_any():
+                received += len(data)
                 timer.feed(data, time.perf_counter() - t0)
                 if timer.finished:
                     break

@@ -1,0 +1,134 @@
+"""``inferslice bench``: the benchmarks of ``inferslice.benchmarks``, each as ratios to a same-run baseline.
+
+    inferslice bench exporter [--sizes 100,1000] [--repeat 15]     (root, prometheus-node-exporter)
+    inferslice bench classifier [--n 20000] [--api]
+    inferslice bench engine [--tier T] [--concurrency C] [--duration-s 60]
+    inferslice bench all --out DIR                                  (each as DIR/<name>.json + DIR/summary.md)
+
+Each prints a markdown summary; ``--json FILE`` (``-`` for stdout) also writes the raw result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from inferslice.errors import ConfigError
+
+HELP = "benchmarks, reported as ratios against a baseline run in the same process"
+NAMES = ("exporter", "classifier", "engine")
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated interface counts, got {text!r}") from None
+    if not sizes or any(n < 1 for n in sizes):
+        raise argparse.ArgumentTypeError(f"expected positive interface counts, got {text!r}")
+    return sizes
+
+
+def _add_exporter(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sizes", type=_sizes, default=(100, 1000), help="interface counts (default 100,1000)")
+    p.add_argument("--repeat", type=int, default=15, help="scrapes per variant, median reported (default 15)")
+
+
+def _add_classifier(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--n", type=int, default=20000, help="snapshots (default 20000)")
+    p.add_argument("--api", action="store_true", help="also the API latency benchmark (uvicorn child, ~duration s)")
+    p.add_argument("--rate", type=float, default=200.0, help="API requests per second (default 200)")
+    p.add_argument("--duration", type=float, default=10.0, help="API load seconds (default 10)")
+
+
+def _add_engine(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--topology", default=None, help="tiers file (default: the packaged one)")
+    p.add_argument("--tier", action="append", default=None, help="tier to simulate (repeatable; default all)")
+    p.add_argument("--concurrency", type=int, action="append", default=None, help="client count (repeatable)")
+    p.add_argument("--duration-s", type=float, default=60.0, help="simulated seconds per point (default 60)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="bench", metavar="BENCHMARK", required=True)
+    for name, add, text in (
+        ("exporter", _add_exporter, "network exporter scrape vs node_exporter's netdev collector"),
+        ("classifier", _add_classifier, "classifier throughput vs parsing alone (and API latency with --api)"),
+        ("engine", _add_engine, "engine model calibration, each tier against its own concurrency-1 run"),
+    ):
+        p = sub.add_parser(name, help=text, description=text)
+        add(p)
+        p.add_argument("--json", metavar="FILE", default=None, help="also write the raw result as JSON ('-': stdout)")
+    p = sub.add_parser("all", help="every benchmark; JSON + markdown into --out", description="every benchmark")
+    p.add_argument("--out", required=True, help="directory for <name>.json and summary.md")
+    p.add_argument("--only", default=",".join(NAMES), help=f"comma-separated subset of {','.join(NAMES)}")
+    _add_exporter(p)
+    _add_classifier(p)
+    _add_engine(p)
+
+
+def _run_one(name: str, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    if name == "exporter":
+        from inferslice.benchmarks import network_exporter
+
+        try:
+            result = network_exporter.run(args.sizes, args.repeat)
+        except network_exporter.Unavailable as err:
+            return {"benchmark": "exporter", "skipped": str(err)}, f"skipped: {err}\n"
+        return result, network_exporter.markdown(result)
+    if name == "classifier":
+        from inferslice.benchmarks import classifier
+
+        result = classifier.run(args.n, api=args.api, rate=args.rate, duration_s=args.duration)
+        return result, classifier.markdown(result)
+    if name == "engine":
+        from inferslice.benchmarks import engine
+
+        levels = tuple(args.concurrency) if args.concurrency else engine.DEFAULT_LEVELS
+        result = engine.run(args.topology, tuple(args.tier) if args.tier else None, levels, args.duration_s)
+        return result, engine.markdown(result)
+    raise ConfigError(f"unknown benchmark {name!r} (expected one of {', '.join(NAMES)})")
+
+
+def _json(result: dict[str, Any]) -> str:
+    def clean(x: Any) -> Any:  # NaN is not JSON; a point with no samples becomes null
+        if isinstance(x, float) and not math.isfinite(x):
+            return None
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [clean(v) for v in x]
+        return x
+
+    return json.dumps(clean(result), indent=2, sort_keys=True) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.bench != "all":
+        result, summary = _run_one(args.bench, args)
+        if args.json == "-":
+            sys.stdout.write(_json(result))  # JSON alone on stdout: the summary goes to stderr
+            sys.stderr.write(summary)
+        else:
+            sys.stdout.write(summary)
+            if args.json:
+                Path(args.json).write_text(_json(result))
+        return 0
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    for name in names:
+        if name not in NAMES:
+            raise ConfigError(f"unknown benchmark {name!r} (expected one of {', '.join(NAMES)})", "--only")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    sections = ["# inferslice benchmarks", ""]
+    for name in names:
+        print(f"inferslice bench: {name} ...", file=sys.stderr, flush=True)
+        result, summary = _run_one(name, args)
+        (out / f"{name}.json").write_text(_json(result))
+        sections += [f"## {name}", "", summary]
+    (out / "summary.md").write_text("\n".join(sections))
+    sys.stdout.write("\n".join(sections))
+    return 0
