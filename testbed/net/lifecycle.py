@@ -36,6 +36,8 @@ from inferslice.topology import Topology, default_topology_path, load_topology
 
 STATE_FILE = "net-state.json"
 DELAYLINE = "delayline"
+EXPORTER = "exporter"
+EXPORTER_PORT = 9470  # the exporter's default port; loopback only
 TUN_WAIT_S = 10.0  # the delay line is up in well under a second; allow for a loaded machine
 READY_TIMEOUT_S = 60.0  # engine hosts and fronts import heavy modules on 2 shared cores
 HEALTH_POLL_S = 0.2
@@ -96,6 +98,11 @@ def default_services(top: Topology, topology_path: str, state_dir: Path, plan: N
             str(state_dir),
         )
         out.append(ServiceSpec(f"front-{t.name}", plan.gateway_netns, argv, f"{front.url}/admin/state", "front", t.name))
+    # The exporter for this topology runs in the root namespace (like Prometheus and the API) and
+    # reaches replicas and namespaces over the management link; it follows the registry file.
+    exporter = (sys.executable, "-m", "inferslice.cli", "exporter", "--registry", str(state_dir),
+                "--host", "127.0.0.1", "--port", str(EXPORTER_PORT))  # fmt: skip
+    out.append(ServiceSpec(EXPORTER, "", exporter, f"http://127.0.0.1:{EXPORTER_PORT}/healthz", "service", "exporter"))
     return out
 
 
@@ -170,7 +177,7 @@ def _registry(
         )
         for t in plan.tiers
     )
-    services = {s.name: s.health_url.rsplit("/admin/", 1)[0] for s in specs}
+    services = {s.name: s.health_url.rsplit("/admin/", 1)[0].removesuffix("/healthz") for s in specs}
     return Registry(
         topology_path=topology_path,
         state_dir=str(state_dir),
