@@ -27,7 +27,7 @@ from inferslice.testbed.net.plan import NetPlan
 from inferslice.testbed.net.probe import Transfer, icmp_rtts, tcp_transfer
 from inferslice.topology import Topology, load_topology
 
-from .conftest import PREFIX, needs_root
+from .conftest import PREFIX, needs_root, testbed_lock
 
 pytestmark = [needs_root, pytest.mark.root]
 
@@ -76,11 +76,12 @@ def leftovers(reg_pids: list[int]) -> list[str]:
 @pytest.fixture(scope="module")
 def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Registry, NetPlan, Path]]:
     state_dir = tmp_path_factory.mktemp("tb") / "state"
-    try:
-        reg = up(None, state_dir, services=False, prefix=PREFIX)
-        yield reg, net_plan(load_topology(None), PREFIX), state_dir
-    finally:
-        down(state_dir, prefix=PREFIX)
+    with testbed_lock():
+        try:
+            reg = up(None, state_dir, services=False, prefix=PREFIX)
+            yield reg, net_plan(load_topology(None), PREFIX), state_dir
+        finally:
+            down(state_dir, prefix=PREFIX)
 
 
 def test_delay_line_rtt_per_link(testbed: tuple[Registry, NetPlan, Path]) -> None:
