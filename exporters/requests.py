@@ -100,6 +100,7 @@ class ClientMetricsRecorder:
         self._tpoc = meter.create_histogram(TPOC, unit="s", description="Time between consecutive chunks after the first")
         self._tokens = meter.create_histogram(TOKEN_USAGE, unit="{token}", description="Input and output tokens used")
         self._closed = False
+        self._streamed = False  # True once chunks are reported as they arrive (first_chunk/next_chunk)
 
     def _attributes(self, record: RequestRecord) -> dict[str, str]:
         attrs = {"gen_ai.operation.name": self._operation, "gen_ai.request.model": record.model, "slice": record.slice}
@@ -110,6 +111,20 @@ class ClientMetricsRecorder:
     def __call__(self, record: RequestRecord) -> None:
         self.record(record)
 
+    # -- streaming: the load generator reports chunks as they arrive ------------------------------
+    def _stream_attrs(self, slice: str, model: str, server_address: str) -> dict[str, str]:
+        attrs = {"gen_ai.operation.name": self._operation, "gen_ai.request.model": model, "slice": slice}
+        if server_address:
+            attrs["server.address"] = server_address
+        return attrs
+
+    def first_chunk(self, slice: str, model: str, server_address: str, ttft_s: float) -> None:
+        self._streamed = True  # from now on record() leaves TTFT and chunk gaps to these calls
+        self._ttfc.record(ttft_s, self._stream_attrs(slice, model, server_address))
+
+    def next_chunk(self, slice: str, model: str, server_address: str, gap_s: float) -> None:
+        self._tpoc.record(gap_s, self._stream_attrs(slice, model, server_address))
+
     def record(self, record: RequestRecord) -> None:
         attrs = self._attributes(record)
         if not record.success:
@@ -118,10 +133,11 @@ class ClientMetricsRecorder:
             return
         if record.e2e_s is not None:
             self._duration.record(record.e2e_s, attrs)
-        if record.ttft_s is not None:
-            self._ttfc.record(record.ttft_s, attrs)
-        for gap in record.itl_s:
-            self._tpoc.record(gap, attrs)
+        if not self._streamed:
+            if record.ttft_s is not None:
+                self._ttfc.record(record.ttft_s, attrs)
+            for gap in record.itl_s:
+                self._tpoc.record(gap, attrs)
         self._tokens.record(record.prompt_tokens, {**attrs, "gen_ai.token.type": "input"})
         self._tokens.record(record.output_tokens, {**attrs, "gen_ai.token.type": "output"})
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -45,3 +46,13 @@ class RequestRecord:
 
 
 RecordObserver = Callable[[RequestRecord], None]
+
+
+@runtime_checkable
+class StreamObserver(Protocol):
+    """Told about a stream while it runs, so telemetry sees a stalled request's first token (or a
+    slow chunk) when it happens rather than when the request ends, seconds later."""
+
+    def first_chunk(self, slice: str, model: str, server_address: str, ttft_s: float) -> None: ...
+
+    def next_chunk(self, slice: str, model: str, server_address: str, gap_s: float) -> None: ...

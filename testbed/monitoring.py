@@ -48,14 +48,20 @@ class ScrapeJob:
     labels: dict[str, str] = field(default_factory=dict)
 
 
+def prom_duration(seconds: float) -> str:
+    """Seconds as a Prometheus duration: Prometheus rejects fractions ("0.8s"), so sub-second parts go in ms."""
+    ms = round(seconds * 1000)
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
 def prometheus_config(
     jobs: list[ScrapeJob], scrape_interval_s: float, rule_files: list[str] | None = None, alertmanager: str | None = None
 ) -> dict[str, Any]:
     cfg: dict[str, Any] = {
         "global": {
-            "scrape_interval": f"{scrape_interval_s:g}s",
-            "evaluation_interval": f"{scrape_interval_s:g}s",
-            "scrape_timeout": f"{max(0.5, scrape_interval_s * 0.8):g}s",
+            "scrape_interval": prom_duration(scrape_interval_s),
+            "evaluation_interval": prom_duration(scrape_interval_s),
+            "scrape_timeout": prom_duration(max(0.5, scrape_interval_s * 0.8)),
         },
         "scrape_configs": [
             {

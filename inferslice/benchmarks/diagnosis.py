@@ -296,7 +296,7 @@ def build_loops(
             raise PermanentError("the prometheus source needs a running Prometheus")
         shared["prometheus"] = PrometheusSource(slices, PrometheusSettings(base_url=prometheus_url), fields)
     if "embedded" in settings.sources:
-        embedded = EmbeddedSource(targets, slices, EmbeddedSettings(timeout_s=settings.interval_s / 2), fields)
+        embedded = EmbeddedSource(targets, slices, EmbeddedSettings(timeout_s=0.75 * settings.interval_s), fields)
         shared["embedded"] = _Prepolled(embedded)
     loops: dict[LoopKey, DiagnosisLoop] = {}
     logs: dict[LoopKey, list[dict[str, Any]]] = {}
@@ -389,6 +389,7 @@ def run(
 ) -> dict[str, Any]:
     """Run the benchmark on the testbed in ``state_dir`` (started, and then stopped, if it is not up)."""
     settings = settings or BenchSettings()
+    out = out.resolve()  # Prometheus runs in its own working directory
     out.mkdir(parents=True, exist_ok=True)
     started_here = False
     try:

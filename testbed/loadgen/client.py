@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 
 from inferslice.errors import ParseError
-from inferslice.records import RequestRecord
+from inferslice.records import RequestRecord, StreamObserver
 from inferslice.sse import StreamTimer
 
 from .workload import SampledRequest
@@ -38,6 +38,7 @@ class RequestSettings:
     ignore_eos: bool = True  # like vllm bench: the output length is the workload's, not the model's
     server_address: str = ""
     prompt_tokens_hint: bool = False  # X-Prompt-Tokens: the engine emulator then counts the prompt exactly
+    stream_observers: tuple[StreamObserver, ...] = ()  # told of each chunk as it arrives
 
     @property
     def url(self) -> str:
@@ -98,9 +99,12 @@ async def send_request(session: aiohttp.ClientSession, settings: RequestSettings
                 body = await resp.content.read(4096)
                 received = len(body)
                 return record(_error_message(resp.status, body))
+            notified = -1  # chunks already reported to stream observers (-1: not even the first)
             async for data in resp.content.iter_any():
                 received += len(data)
                 timer.feed(data, time.perf_counter() - t0)
+                if settings.stream_observers and timer.ttft_s is not None:
+                    notified = _notify(settings, timer, notified)
                 if timer.finished:
                     break
             if not timer.finished:
@@ -112,6 +116,18 @@ async def send_request(session: aiohttp.ClientSession, settings: RequestSettings
     except (aiohttp.ClientError, OSError) as err:
         return record(f"{type(err).__name__}: {err}")
     return record(timer.failure())
+
+
+def _notify(settings: RequestSettings, timer: StreamTimer, notified: int) -> int:
+    """Report the chunks that arrived since the last call; returns how many gaps are reported."""
+    if notified < 0 and timer.ttft_s is not None:
+        for obs in settings.stream_observers:
+            obs.first_chunk(settings.slice, settings.model, settings.server_address, timer.ttft_s)
+        notified = 0
+    for gap in timer.itl_s[notified:]:
+        for obs in settings.stream_observers:
+            obs.next_chunk(settings.slice, settings.model, settings.server_address, gap)
+    return len(timer.itl_s)
 
 
 def make_session(connect_timeout_s: float, request_timeout_s: float) -> aiohttp.ClientSession:

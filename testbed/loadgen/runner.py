@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from inferslice.errors import ConfigError
-from inferslice.records import RecordObserver, RequestRecord
+from inferslice.records import RecordObserver, RequestRecord, StreamObserver
 
 from .client import ENDPOINT_PATHS, RequestSettings, make_session, send_request
 from .summary import Goodput, summarize
@@ -129,7 +129,7 @@ class _Run:
         self.observers = list(observers)
         self.stop = stop or asyncio.Event()
         self.workload = Workload(config.workload, config.seed)
-        self.settings = _settings(config)
+        self.settings = _settings(config, tuple(o for o in self.observers if isinstance(o, StreamObserver)))
         self.records: list[RequestRecord] = []
         self.queue_times: list[float] = []
         self.next_index = 0
@@ -228,9 +228,9 @@ class _Run:
         await self.wait(list(tasks), t0)
 
 
-def _settings(config: LoadConfig) -> RequestSettings:
+def _settings(config: LoadConfig, stream_observers: tuple[StreamObserver, ...] = ()) -> RequestSettings:
     return RequestSettings(config.url, config.model, config.slice, config.endpoint, config.ignore_eos, config.server_address,
-                           config.prompt_tokens_hint)
+                           config.prompt_tokens_hint, stream_observers)
 
 
 async def _warm_up(config: LoadConfig, session: Any) -> list[RequestRecord]:
