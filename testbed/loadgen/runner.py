@@ -129,7 +129,8 @@ class _Run:
         self.observers = list(observers)
         self.stop = stop or asyncio.Event()
         self.workload = Workload(config.workload, config.seed)
-        self.settings = _settings(config, tuple(o for o in self.observers if isinstance(o, StreamObserver)))
+        streams: tuple[StreamObserver, ...] = tuple(o for o in self.observers if isinstance(o, StreamObserver))  # type: ignore[misc]
+        self.settings = _settings(config, streams)
         self.records: list[RequestRecord] = []
         self.queue_times: list[float] = []
         self.next_index = 0
