@@ -3,6 +3,7 @@
     inferslice bench exporter [--sizes 100,1000] [--repeat 15]     (root, prometheus-node-exporter)
     inferslice bench classifier [--n 20000] [--api]
     inferslice bench engine [--tier T] [--concurrency C] [--duration-s 60]
+    inferslice bench diagnosis --out DIR [--repetitions 2]         (root: runs on the testbed, ~3 min)
     inferslice bench all --out DIR                                  (each as DIR/<name>.json + DIR/summary.md)
 
 Each prints a markdown summary; ``--json FILE`` (``-`` for stdout) also writes the raw result.
@@ -52,8 +53,17 @@ def _add_engine(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration-s", type=float, default=60.0, help="simulated seconds per point (default 60)")
 
 
+def _add_diagnosis(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--diagnosis-out", default="bench/results/diagnosis", help="directory for the run's windows and report")
+    p.add_argument("--repetitions", type=int, default=2, help="changes per injection (default 2)")
+    p.add_argument("--state-dir", default=None, help="testbed state directory (default /run/inferslice)")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="bench", metavar="BENCHMARK", required=True)
+    p = sub.add_parser("diagnosis", help="time to the first correct diagnosis of injected regimes, on the testbed")
+    _add_diagnosis(p)
+    p.add_argument("--json", metavar="FILE", default=None, help="also write the raw result as JSON ('-': stdout)")
     for name, add, text in (
         ("exporter", _add_exporter, "network exporter scrape vs node_exporter's netdev collector"),
         ("classifier", _add_classifier, "classifier throughput vs parsing alone (and API latency with --api)"),
@@ -68,6 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_exporter(p)
     _add_classifier(p)
     _add_engine(p)
+    _add_diagnosis(p)
 
 
 def _run_one(name: str, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
@@ -90,6 +101,14 @@ def _run_one(name: str, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         levels = tuple(args.concurrency) if args.concurrency else engine.DEFAULT_LEVELS
         result = engine.run(args.topology, tuple(args.tier) if args.tier else None, levels, args.duration_s)
         return result, engine.markdown(result)
+    if name == "diagnosis":
+        from inferslice.benchmarks import diagnosis
+        from inferslice.registry import DEFAULT_STATE_DIR
+
+        settings = diagnosis.BenchSettings(repetitions=args.repetitions)
+        state_dir = Path(args.state_dir) if args.state_dir else DEFAULT_STATE_DIR
+        result = diagnosis.run(Path(args.diagnosis_out), settings, state_dir=state_dir)
+        return result, diagnosis.markdown(result)
     raise ConfigError(f"unknown benchmark {name!r} (expected one of {', '.join(NAMES)})")
 
 
@@ -119,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     names = [n.strip() for n in args.only.split(",") if n.strip()]
     for name in names:
-        if name not in NAMES:
+        if name not in (*NAMES, "diagnosis"):
             raise ConfigError(f"unknown benchmark {name!r} (expected one of {', '.join(NAMES)})", "--only")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
