@@ -30,7 +30,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep", action="store_true", help="leave the testbed up at the end (everything else stops)")
 
 
+MAIN_PID = os.getpid()
+
+
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    # Libraries fork helpers (pyroute2's netns workers) that inherit this handler and our stack:
+    # a forked child must exit quietly, never unwind into the teardown below.
+    if os.getpid() != MAIN_PID:
+        os._exit(128 + signum)
     raise KeyboardInterrupt
 
 
@@ -48,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     state_dir: Path = args.state_dir or DEFAULT_STATE_DIR
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
+    global MAIN_PID
+    MAIN_PID = os.getpid()
     signal.signal(signal.SIGTERM, _raise_interrupt)
     from inferslice.demo.stack import Stack
     from inferslice.demo.story import DEFAULT_STORY
@@ -78,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"inferslice demo: {err}", file=sys.stderr)
         return 1
     finally:
+        if os.getpid() != MAIN_PID:  # a forked helper that got here must not tear anything down
+            os._exit(1)
         if stack is not None:
             stack.stop()
         if not args.keep:

@@ -37,7 +37,7 @@ class ScenarioSettings:
     seed: int = 0  # workloads are seeded so reruns compare like with like
     tiers: tuple[str, ...] = field(default=())  # empty = every tier in the topology
     concurrency: tuple[int, ...] = field(default=())  # empty = the scenario's own sweep
-    drain_timeout_s: float = 20.0  # in-flight streams may finish this long after the step; a 0.5 Mbit/s cap makes them slow
+    drain_timeout_s: float = 10.0  # in-flight streams may finish this long after the step (a cap makes them slow); later ones are cut
     settle_s: float = 2.0  # pause between steps so in-flight streams of the last step drain
 
 

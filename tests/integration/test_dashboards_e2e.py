@@ -40,6 +40,10 @@ RATE_INTERVAL = "30s"  # what Grafana's $__rate_interval would be over a short r
 # the report, and any other empty query fails the test.
 KNOWN_EMPTY: dict[str, str] = {
     m.CONTROL_ACTIONS: "no control loop runs on the testbed yet (issue Control): nothing counts actions",
+    m.POP_RTT: (
+        "the RTT prober needs a `network.probe` config section with targets and a UDP echo responder at each PoP; "
+        "`inferslice exporter --registry` configures no probe and the testbed starts no responders"
+    ),
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,14 +13,16 @@ from inferslice.dashboards import build, checks
 from inferslice.dashboards.rules import ALERT_TTFT, duration_s, scaled_duration
 from inferslice.topology import load_topology
 
+Pair = tuple[build.Artefacts, build.Artefacts]
+
 
 @pytest.fixture(scope="module")
-def pair() -> tuple[build.Artefacts, build.Artefacts]:
+def pair() -> Pair:
     top = load_topology()
     return build.generate(top), build.generate(top, hold_scale=0.01)
 
 
-def _holds(rule_file: dict) -> list[tuple[str, str, str]]:
+def _holds(rule_file: dict[str, Any]) -> list[tuple[str, str, str]]:
     return [(g["name"], r["alert"], r["for"]) for g in rule_file["groups"] for r in g["rules"] if "for" in r]
 
 
@@ -32,7 +35,7 @@ def test_durations() -> None:
         duration_s("10 minutes")
 
 
-def test_default_is_unchanged_and_scale_touches_only_holds(pair) -> None:
+def test_default_is_unchanged_and_scale_touches_only_holds(pair: Pair) -> None:
     prod, fast = pair
     assert build.generate(load_topology(), hold_scale=1.0).rule_file == prod.rule_file
     before, after = _holds(prod.rule_file), _holds(fast.rule_file)
@@ -47,7 +50,7 @@ def test_default_is_unchanged_and_scale_touches_only_holds(pair) -> None:
     assert fast.rule_tests == prod.rule_tests and fast.prometheus_rule == prod.prometheus_rule
 
 
-def test_alertmanager_timing_scaled(pair) -> None:
+def test_alertmanager_timing_scaled(pair: Pair) -> None:
     prod, fast = pair
     assert fast.alertmanager["route"]["group_wait"] == "1s"  # 30 s
     for slow, quick in zip(prod.alertmanager["route"]["routes"], fast.alertmanager["route"]["routes"], strict=True):
@@ -59,7 +62,7 @@ def test_alertmanager_timing_scaled(pair) -> None:
 
 
 @pytest.mark.skipif(not (shutil.which("promtool") and shutil.which("amtool")), reason="promtool/amtool not installed")
-def test_tools_accept_scaled_files(pair, tmp_path: Path) -> None:
+def test_tools_accept_scaled_files(pair: Pair, tmp_path: Path) -> None:
     _, fast = pair
     build.write(tmp_path, fast)
     ok, out = checks.check_rule_file(tmp_path / "prometheus/rules/inferslice.rules.yml")
