@@ -18,6 +18,7 @@ from inferslice.topology import Topology
 
 SERVE_PORT = 8000
 ADMIN_PORT = 9100
+ECHO_PORT = 9101  # UDP echo of each PoP's node agent: the target of the exporter's RTT prober
 MGMT_NET = ipaddress.IPv4Network("10.250.0.0/30")  # root <-> gateway management link
 NODE_NET = ipaddress.IPv4Network("10.251.0.0/24")  # PoP node addresses (/32 each)
 UNDERLAY_NET = ipaddress.IPv4Network("10.252.0.0/16")  # point-to-point WAN links, a /30 each
@@ -74,6 +75,12 @@ class AddressPlan:
         if self.mode == "loopback":
             return Endpoint("127.0.0.1", self.base_port + 200 + self._pop_index(pop))
         return Endpoint(self.node_ip(pop), ADMIN_PORT)
+
+    def echo(self, pop: str) -> Endpoint:
+        """UDP echo responder at a PoP's node address (Kube-OVN's pinger probes node to node)."""
+        if self.mode == "loopback":
+            return Endpoint("127.0.0.1", self.base_port + 300 + self._pop_index(pop))
+        return Endpoint(self.node_ip(pop), ECHO_PORT)
 
     def front_admin(self, tier: str) -> Endpoint:
         """The front's admin API shares its serving listener (paths under /admin)."""

@@ -8,7 +8,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from inferslice.errors import ConfigError, ParseError
+from inferslice.errors import ConfigError, InferSliceError, ParseError
+from inferslice.registry import read_registry
 from inferslice.topology import Topology
 
 from .kernel import HtbSource, KernelLinkSource
@@ -213,8 +214,31 @@ def collectors_from_config(section: dict[str, Any], topology: Topology | None, r
         ovs_maps = parse_ovs_maps(ovs, names, topology)
         sock = _str(ovs, "socket", "network.ovs", DEFAULT_SOCKET)
         sources.append(OvsSource(lambda: ovs_maps, OvsdbConnection(sock)))
-    if section.get("probe") is not None:
-        prober = parse_probe(_mapping(section.get("probe"), "network.probe"), names)
+    probe = section.get("probe")
+    if probe is None and use_registry and registry_path is not None:
+        probe = registry_probe(registry_path)
+    if probe is not None:
+        prober = parse_probe(_mapping(probe, "network.probe"), names)
         if prober is not None:
             sources.append(prober)
     return sources
+
+
+def registry_probe(registry_path: str) -> dict[str, Any] | None:
+    """Probe targets from the testbed registry: from each PoP, over each WAN link, to the peer's
+    echo responder (services ``echo-<pop>`` = ``udp://host:port``). None when there are none."""
+    try:
+        reg = read_registry(registry_path)
+    except InferSliceError:
+        return None
+    targets = []
+    for link in reg.links:
+        echo = reg.services.get(f"echo-{link.peer_pop}") if link.kind == "wan" and link.peer_pop else None
+        if echo is None or not echo.startswith("udp://"):
+            continue
+        host, _, port = echo.removeprefix("udp://").rpartition(":")
+        target: dict[str, Any] = {"pop": link.pop, "peer_pop": link.peer_pop, "address": host, "port": int(port)}
+        if link.netns:  # probe from inside the PoP, so the probe crosses the WAN link
+            target["netns"] = link.netns
+        targets.append(target)
+    return {"targets": targets} if targets else None

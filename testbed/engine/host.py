@@ -26,7 +26,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
@@ -246,17 +246,37 @@ def split_hostport(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+class UdpEcho(asyncio.DatagramProtocol):
+    """Answers each datagram with itself: the PoP end of the exporter's RTT probes."""
+
+    transport: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # asyncio's selector datagram transport does not subclass DatagramTransport: cast, not isinstance
+        self.transport = cast(asyncio.DatagramTransport, transport)
+
+    def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
+        if self.transport is not None:
+            self.transport.sendto(data, addr)
+
+
 async def _serve(args: argparse.Namespace) -> int:
     top = load_topology(args.topology)
     host = EngineHost(top, args.pop, seed=args.seed)
     admin_host, admin_port = split_hostport(args.admin)
     await host.start(admin_host, admin_port)
+    echo: asyncio.BaseTransport | None = None
+    if args.echo:
+        echo_host, echo_port = split_hostport(args.echo)
+        echo, _ = await asyncio.get_running_loop().create_datagram_endpoint(UdpEcho, local_addr=(echo_host, echo_port))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     log.info("engine host %s: admin on %s", args.pop, args.admin)
     await stop.wait()
+    if echo is not None:
+        echo.close()
     await host.stop()
     return 0
 
@@ -268,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--admin", required=True, help="HOST:PORT of the admin API")
     ap.add_argument("--state-dir", required=True, help="testbed state directory (logs land here)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--echo", default=None, help="HOST:PORT of a UDP echo responder for RTT probes (default: none)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     with contextlib.suppress(KeyboardInterrupt):

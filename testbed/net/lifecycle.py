@@ -68,7 +68,7 @@ def default_services(top: Topology, topology_path: str, state_dir: Path, plan: N
     out: list[ServiceSpec] = []
     for pop in plan.pops:
         admin = addr.host_admin(pop)
-        argv = (
+        argv: tuple[str, ...] = (
             sys.executable,
             "-m",
             "inferslice.testbed.engine.host",
@@ -80,6 +80,8 @@ def default_services(top: Topology, topology_path: str, state_dir: Path, plan: N
             admin.listen,
             "--state-dir",
             str(state_dir),
+            "--echo",
+            addr.echo(pop).listen,
         )
         out.append(ServiceSpec(f"host-{pop}", plan.netns(pop), argv, f"{admin.url}/admin/health", "host", pop))
     for t in plan.tiers:
@@ -178,6 +180,9 @@ def _registry(
         for t in plan.tiers
     )
     services = {s.name: s.health_url.rsplit("/admin/", 1)[0].removesuffix("/healthz") for s in specs}
+    if any(s.kind == "host" for s in specs):
+        # each PoP's node agent answers RTT probes; the exporter probes PoP to PoP over the WAN
+        services.update({f"echo-{pop}": f"udp://{addr.echo(pop).listen}" for pop in plan.pops})
     return Registry(
         topology_path=topology_path,
         state_dir=str(state_dir),
@@ -275,6 +280,8 @@ def up(
         specs: list[ServiceSpec] = []
         if services:
             specs = (service_factory or default_services)(top, path, state_dir, plan)
+            # A first registry before the services start: the exporter reads it at start-up.
+            write_registry(_registry(top, path, state_dir, plan, specs, {}, caps), state_dir)
             for spec in specs:
                 pids[spec.name] = procs.spawn(spec.name, spec.argv, state_dir, netns=spec.netns)
             _wait_ready(specs, pids, state_dir, ready_timeout_s)
