@@ -13,7 +13,6 @@ monitoring stack of ``platform_stack.py`` around it for one test.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 from collections.abc import Iterator
@@ -25,12 +24,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from inferslice.registry import Registry
+from inferslice.testbed.lock import testbed_lock
 from inferslice.topology import Topology, load_topology
 
 if TYPE_CHECKING:
     from .platform_stack import Platform
 
-TESTBED_LOCK = Path("/tmp/inferslice-testbed.lock")
 STATE_DIR = Path("/run/inferslice-test")
 ROOT_REASON = "needs root: the testbed builds network namespaces, TUN devices and qdiscs"
 
@@ -74,53 +73,18 @@ class Testbed:
         return "\n".join(parts)
 
 
-def _parent(pid: int) -> int:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0
-    return int(stat[stat.rindex(")") + 2 :].split()[1])  # field 4; the command name may hold spaces
-
-
-def lock_held_by_ancestor(path: Path = TESTBED_LOCK) -> bool:
-    """Whether an ancestor of this process holds the flock (``flock LOCK pytest ...``): taking it
-    again on a new descriptor would wait for ourselves forever."""
-    try:
-        inode = path.stat().st_ino
-        lines = Path("/proc/locks").read_text().splitlines()
-    except OSError:
-        return False
-    holders = set()
-    for line in lines:
-        parts = line.split()
-        # "1: FLOCK  ADVISORY  WRITE <pid> <maj:min:inode> 0 EOF"; waiters carry a "->" after the index
-        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5].rsplit(":", 1)[-1] == str(inode):
-            holders.add(int(parts[4]))
-    pid = os.getppid()
-    while pid > 1:
-        if pid in holders:
-            return True
-        pid = _parent(pid)
-    return False
-
-
 @pytest.fixture(scope="session")
 def testbed() -> Iterator[Testbed]:
     if os.geteuid() != 0:
         pytest.skip(ROOT_REASON)
     from inferslice.testbed.net import lifecycle
 
-    with TESTBED_LOCK.open("a") as lock:
-        if not lock_held_by_ancestor():
-            fcntl.flock(lock, fcntl.LOCK_EX)  # waits for whoever holds the testbed now
+    with testbed_lock():  # waits for whoever holds the testbed now
+        registry = lifecycle.up(None, STATE_DIR, services=True)
         try:
-            registry = lifecycle.up(None, STATE_DIR, services=True)
-            try:
-                yield Testbed(registry, STATE_DIR)
-            finally:
-                lifecycle.down(STATE_DIR)
+            yield Testbed(registry, STATE_DIR)
         finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)  # a no-op where an ancestor holds it
+            lifecycle.down(STATE_DIR)
 
 
 @pytest.fixture
