@@ -29,7 +29,9 @@ lint: venv
 test: setup lint
 	$(VENV)/bin/pytest -q
 
-demo: setup
+demo:
+	@if [ "$$(id -u)" != 0 ]; then echo "make demo: the testbed needs root (network namespaces, HTB qdiscs, TUN devices); run it as root. Nothing was built." >&2; exit 1; fi
+	@$(MAKE) --no-print-directory setup
 	$(VENV)/bin/inferslice demo --out $(OUT)
 
 bench: setup
