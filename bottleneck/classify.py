@@ -10,7 +10,8 @@ The rules follow the brief's signatures; no single utilisation metric decides an
   unknown, compute needs a strong confirmation, else the verdict is ``unknown``.
 - queue-limited: TTFT inflated (against the reference and/or the SLO) while TPOT stays near its
   reference and the link does not bind; requests waiting, queue time and replicas at their ceiling
-  confirm it.
+  confirm it. A standing queue at the replica ceiling (waiting >= ``queue_leading_ratio`` x running)
+  is the same regime before TTFT shows it, since a queued request's TTFT is only observed when served.
 - healthy: no binding signature and no SLO breach. unknown: the fields present cannot separate the
   cases; ``missing`` says what would have.
 
@@ -43,6 +44,14 @@ def _missing(*readings: Reading, extra: tuple[str, ...] = ()) -> tuple[str, ...]
         if name not in out:
             out.append(name)
     return tuple(out)
+
+
+def _queue_building(snap: SliceSnapshot, th: Thresholds) -> bool:
+    """A standing queue at the replica ceiling (all three signals must be known)."""
+    if snap.requests_waiting is None or snap.requests_running is None or snap.replicas is None or snap.replicas_max is None:
+        return False
+    at_ceiling = snap.replicas_max > 0 and snap.replicas >= snap.replicas_max
+    return at_ceiling and snap.requests_waiting > 0 and snap.requests_waiting >= th.queue_leading_ratio * max(snap.requests_running, 1.0)
 
 
 def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresholds: Thresholds = DEFAULT) -> Diagnosis:
@@ -123,6 +132,18 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         regime, confidence = Regime.UNKNOWN, 0.0
         missing = _missing(tpot, link, queue)
         evidence.append(Evidence("verdict", None, note="TTFT inflated; without TPOT (or link and queue) the cause cannot be told"))
+    elif t_inflated is not True and p_inflated is not True and link.state is not True and _queue_building(snap, th):
+        # Leading signature: requests wait at the replica ceiling; TTFT shows it as they are served.
+        regime = Regime.QUEUE_LIMITED
+        confidence = 0.5 + (0.1 if p_inflated is False else 0.0) + (0.1 if link.state is False else 0.0)
+        missing = _missing(tpot, link, queue)
+        evidence.append(
+            Evidence(
+                "verdict",
+                None,
+                note="requests wait at the replica ceiling: TTFT rises as they are served (queue leads the latency)",
+            )
+        )
     elif t_inflated is None and p_inflated is None:
         regime, confidence = Regime.UNKNOWN, 0.0
         missing = _missing(ttft, tpot, link)

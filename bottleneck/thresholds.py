@@ -30,6 +30,9 @@ class Thresholds:
     # -- queue confirmations ----------------------------------------------------------------------
     requests_waiting_min: float = 0.0  # any request held back by the router/engine is a queue (strictly above this)
     queue_time_confirm_ratio: float = 0.25  # queue time over a quarter of the TTFT SLO is queueing that spends the budget
+    # A queue at the replica ceiling is the queue-limited regime before any TTFT shows it: a queued
+    # request's TTFT is observed only when it is served, a request length (~5 s) later.
+    queue_leading_ratio: float = 0.25  # waiting >= 1/4 of running at the ceiling: new arrivals already wait ~1/4 of a service time
 
     # -- compute confirmations --------------------------------------------------------------------
     gpu_utilization_high: float = 0.9  # a busy GPU confirms compute only next to inflated TPOT, never alone

@@ -219,3 +219,26 @@ def test_ids_and_window_are_carried(queue_limited: SliceSnapshot) -> None:
     out = d.to_dict()
     assert set(out) >= {"id", "slice", "regime", "secondary", "confidence", "evidence"}
     assert all(set(e) == {"signal", "value", "reference", "threshold", "crossed", "note"} for e in out["evidence"])
+
+
+# -- the leading queue signature ---------------------------------------------------------------
+def _leading(**kw: float) -> SliceSnapshot:
+    base = dict(
+        slice="free", slo_ttft_p99_s=0.5, ttft_p50_s=0.06, ttft_p99_s=0.08, tpot_p50_s=0.026, tpot_p99_s=0.027,
+        ref_ttft_p50_s=0.06, ref_tpot_p50_s=0.025, link_rx_bps=1.1e6, requests_running=12.0, requests_waiting=12.0,
+        replicas=1.0, replicas_max=1.0,
+    )  # fmt: skip
+    return SliceSnapshot(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_standing_queue_at_the_ceiling_is_queue_limited_before_ttft_rises() -> None:
+    d = classify(_leading())
+    assert d.regime is Regime.QUEUE_LIMITED
+    assert any("queue leads" in e.note for e in d.evidence)
+
+
+def test_small_or_scalable_queues_are_not_a_leading_signature() -> None:
+    assert classify(_leading(requests_waiting=1.0)).regime is Regime.HEALTHY  # one of 12: a burst
+    assert classify(_leading(replicas=2.0, replicas_max=3.0)).regime is Regime.HEALTHY  # the autoscaler can still add
+    assert classify(_leading(replicas=None)).regime is Regime.HEALTHY  # cannot tell the ceiling
+    assert classify(_leading(requests_waiting=0.0)).regime is Regime.HEALTHY
