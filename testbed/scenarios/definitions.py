@@ -38,7 +38,10 @@ class ScenarioSettings:
     tiers: tuple[str, ...] = field(default=())  # empty = every tier in the topology
     concurrency: tuple[int, ...] = field(default=())  # empty = the scenario's own sweep
     drain_timeout_s: float = 10.0  # in-flight streams may finish this long after the step (a cap makes them slow); later ones are cut
-    settle_s: float = 2.0  # pause between steps so in-flight streams of the last step drain
+    settle_s: float = 2.0
+    # None: pinned for client-bandwidth (a link experiment on settled tiers), autoscaling for the rest,
+    # as the paper's differentiation tiers autoscaled.
+    pin_replicas: bool | None = None  # pause between steps so in-flight streams of the last step drain
 
 
 def steps_for(scenario: str, tiers: list[str], settings: ScenarioSettings) -> list[Step]:

@@ -161,6 +161,23 @@ def wait_ready(top: Topology, state_dir: Path, timeout_s: float = 120.0, progres
     progress("every tier has a ready replica")
 
 
+def pin_replicas_at_ceiling(top: Topology, state_dir: Path, tiers: list[str], timeout_s: float = 120.0, progress: Progress = print) -> None:
+    """Fix each tier at its replica ceiling and wait for the cold starts: a step measuring the link
+    must not also measure an autoscaler warming up (the paper's bandwidth runs had settled tiers)."""
+    from inferslice.testbed.ops import front_state, set_replicas
+
+    for tier in tiers:
+        set_replicas(tier, top.tier(tier).replicas_max, state_dir)
+    deadline = time.monotonic() + timeout_s
+    for tier in tiers:
+        want = top.tier(tier).replicas_max
+        while sum(1 for r in front_state(tier, state_dir).get("replicas", []) if r.get("state") == "ready") < want:
+            if time.monotonic() > deadline:
+                raise PermanentError(f"{tier}: {want} replicas not ready after {timeout_s:.0f} s")
+            time.sleep(0.5)
+    progress(f"replicas fixed at the ceiling: {', '.join(f'{t} {top.tier(t).replicas_max}' for t in tiers)}")
+
+
 def _set_autoscale(top: Topology, state_dir: Path) -> None:
     """Every tier autoscales between its floor and ceiling, as the paper's tiers did."""
     try:
@@ -201,6 +218,8 @@ def run_scenario(
     try:
         _set_autoscale(top, state_dir)
         wait_ready(top, state_dir, progress=progress)
+        if settings.pin_replicas or (settings.pin_replicas is None and scenario == "client-bandwidth"):
+            pin_replicas_at_ceiling(top, state_dir, sorted({s.tier for s in steps}), progress=progress)
         for i, step in enumerate(steps):
             cap_bps = step.cap_bps
             if step.cap == "demand":
@@ -223,6 +242,7 @@ def run_scenario(
                 lifecycle.set_cap(tier, None, "receive", state_dir)
             except (PermanentError, OSError):
                 pass
+        _set_autoscale(top, state_dir)
         if started_here:
             lifecycle.down(state_dir)
     write_outputs(rows, out_dir, final=True)
