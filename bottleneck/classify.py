@@ -132,7 +132,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         regime, confidence = Regime.UNKNOWN, 0.0
         missing = _missing(tpot, link, queue)
         evidence.append(Evidence("verdict", None, note="TTFT inflated; without TPOT (or link and queue) the cause cannot be told"))
-    elif p_inflated is not True and link.state is not True and _queue_building(snap, th):  # TTFT not (yet) inflated
+    elif link.state is not True and _queue_building(snap, th):  # TTFT and TPOT not (yet) inflated
         # Leading signature: requests wait at the replica ceiling; TTFT shows it as they are served.
         regime = Regime.QUEUE_LIMITED
         confidence = 0.5 + (0.1 if p_inflated is False else 0.0) + (0.1 if link.state is False else 0.0)
