@@ -27,7 +27,8 @@ from inferslice.testbed.net.plan import NetPlan
 from inferslice.testbed.net.probe import Transfer, icmp_rtts, tcp_transfer
 from inferslice.topology import Topology, load_topology
 
-from .conftest import PREFIX, needs_root, testbed_lock
+from .conftest import PREFIX, needs_root
+from .conftest import testbed_lock as hold_testbed_lock
 
 pytestmark = [needs_root, pytest.mark.root]
 
@@ -76,7 +77,7 @@ def leftovers(reg_pids: list[int]) -> list[str]:
 @pytest.fixture(scope="module")
 def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Registry, NetPlan, Path]]:
     state_dir = tmp_path_factory.mktemp("tb") / "state"
-    with testbed_lock():
+    with hold_testbed_lock():
         try:
             reg = up(None, state_dir, services=False, prefix=PREFIX)
             yield reg, net_plan(load_topology(None), PREFIX), state_dir
