@@ -18,6 +18,7 @@ from inferslice.snapshot import Reference, SliceSnapshot
 class LearningPolicy:
     alpha: float = 0.1  # EWMA weight of one window: ~10 windows (20 s at a 2 s scrape) to follow a real shift
     min_confidence: float = 0.6  # learn only from windows the classifier is sure are healthy
+    min_samples: int = 5  # a learned reference judges only after 5 windows (10 s at a 2 s scrape): one window's few requests mislead
 
 
 DEFAULT_LEARNING = LearningPolicy()
@@ -42,7 +43,8 @@ def learn_reference(
     if snapshot.requests_waiting is not None and snapshot.requests_waiting > 0:
         return current  # a queue inflates TTFT even while the SLO still holds
     base = current or Reference()
-    a = policy.alpha
+    # An equal-weight mean over the first windows, then the EWMA: the first window must not dominate.
+    a = max(policy.alpha, 1.0 / (base.samples + 1))
     learned = Reference(
         ttft_p50_s=_ewma(base.ttft_p50_s, snapshot.ttft_p50_s, a),
         ttft_mean_s=_ewma(base.ttft_mean_s, snapshot.ttft_mean_s, a),
@@ -55,3 +57,10 @@ def learn_reference(
     if all(v is None for v in (learned.ttft_p50_s, learned.ttft_mean_s, learned.tpot_p50_s, learned.tpot_mean_s)):
         return current
     return learned
+
+
+def usable_reference(reference: Reference | None, policy: LearningPolicy | None = DEFAULT_LEARNING) -> Reference | None:
+    """The reference to judge with: a learned one only once it has seen ``min_samples`` windows."""
+    if reference is None or reference.source != "learned" or policy is None:
+        return reference
+    return reference if reference.samples >= policy.min_samples else None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from inferslice.api.store import Store
 from inferslice.bottleneck import DEFAULT, EpisodeEvent, HysteresisPolicy, Thresholds, classify, learn_reference, step
 from inferslice.bottleneck.episodes import DEFAULT_HYSTERESIS
-from inferslice.bottleneck.reference import DEFAULT_LEARNING, LearningPolicy
+from inferslice.bottleneck.reference import DEFAULT_LEARNING, LearningPolicy, usable_reference
 from inferslice.diagnosis import Diagnosis
 from inferslice.snapshot import Reference, SliceSnapshot
 from inferslice.topology import Tier, Topology
@@ -80,7 +80,7 @@ class DiagnosisService:
 
     def diagnose(self, snapshot: SliceSnapshot) -> Diagnosis:
         """Classify without storing anything (``POST /v1/diagnose``)."""
-        return classify(self.prepare(snapshot), self.store.reference(snapshot.slice), self.thresholds)
+        return classify(self.prepare(snapshot), usable_reference(self.store.reference(snapshot.slice), self.learning), self.thresholds)
 
     def ingest(self, snapshot: SliceSnapshot) -> IngestResult:
         """Classify one window, store snapshot and diagnosis, learn the reference, step the episodes."""
@@ -89,7 +89,7 @@ class DiagnosisService:
             now = self.clock()
             ts = snap.window_end_s if snap.window_end_s is not None else now
             reference = self.store.reference(snap.slice)
-            diagnosis = classify(snap, reference, self.thresholds)
+            diagnosis = classify(snap, usable_reference(reference, self.learning), self.thresholds)
             self.store.record(snap, diagnosis, ts)
             if self.learning is not None and snap.reference() is None:
                 learned = learn_reference(reference, snap, diagnosis, self.learning)

@@ -37,3 +37,22 @@ def test_learned_reference_feeds_the_classifier() -> None:
     assert ref is not None and ref.samples == 5
     loaded = SliceSnapshot(slice="free", slo_ttft_p99_s=0.5, ttft_p99_s=0.3, tpot_p50_s=0.06, link_rx_bps=1e5, link_cap_bps=1e7)
     assert classify(loaded, ref).regime is Regime.COMPUTE_LIMITED  # 0.06 s is 2.4x the learned 0.025 s
+
+
+def test_a_learned_reference_judges_only_after_min_samples_and_first_windows_weigh_equally() -> None:
+    from inferslice.bottleneck import classify
+    from inferslice.bottleneck.reference import LearningPolicy, learn_reference, usable_reference
+    from inferslice.snapshot import Reference, SliceSnapshot
+
+    policy = LearningPolicy(min_samples=3)
+    ref: Reference | None = None
+    for tpot in (0.020, 0.030, 0.040):
+        snap = SliceSnapshot(slice="s", slo_ttft_p99_s=0.5, ttft_p50_s=0.05, ttft_p99_s=0.08, tpot_p50_s=tpot, tpot_p99_s=tpot,
+                             link_rx_bps=1e5, link_cap_bps=1e7)
+        d = classify(snap, usable_reference(ref, policy))
+        assert usable_reference(ref, policy) is None  # not yet: fewer than 3 windows seen
+        ref = learn_reference(ref, snap, d, policy)
+    assert ref is not None and ref.samples == 3
+    assert abs((ref.tpot_p50_s or 0) - 0.030) < 1e-9  # the mean of the three, not the first one's EWMA
+    assert usable_reference(ref, policy) is ref
+    assert usable_reference(Reference(tpot_p50_s=0.03, source="configured"), policy) is not None
