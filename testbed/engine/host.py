@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import json
 import logging
 import os
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +32,7 @@ from inferslice.errors import ConfigError
 from inferslice.testbed.engine.driver import EngineDriver
 from inferslice.testbed.engine.model import EngineConfig, EngineModel, kv_blocks_for
 from inferslice.testbed.engine.server import ReplicaServer
+from inferslice.testbed.service import run_service, wait_for_stop_signal
 from inferslice.topology import Topology, load_topology
 
 log = logging.getLogger(__name__)
@@ -269,12 +268,8 @@ async def _serve(args: argparse.Namespace) -> int:
     if args.echo:
         echo_host, echo_port = split_hostport(args.echo)
         echo, _ = await asyncio.get_running_loop().create_datagram_endpoint(UdpEcho, local_addr=(echo_host, echo_port))
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     log.info("engine host %s: admin on %s", args.pop, args.admin)
-    await stop.wait()
+    await wait_for_stop_signal()
     if echo is not None:
         echo.close()
     await host.stop()
@@ -289,11 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--state-dir", required=True, help="testbed state directory (logs land here)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--echo", default=None, help="HOST:PORT of a UDP echo responder for RTT probes (default: none)")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    with contextlib.suppress(KeyboardInterrupt):
-        return asyncio.run(_serve(args))
-    return 0
+    return run_service(_serve(ap.parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import signal
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from inferslice.registry import ReplicaEntry, write_replicas_fragment
 from inferslice.testbed.addressing import AddressPlan
 from inferslice.testbed.engine.host import split_hostport
 from inferslice.testbed.engine.openai_api import DONE, PROMPT_HINT_HEADER, dumps, error_body, sse
+from inferslice.testbed.service import run_service, wait_for_stop_signal
 from inferslice.testbed.serving import autoscale
 from inferslice.testbed.serving.metrics import HttpStats, RayServeCollector
 from inferslice.testbed.serving.router import RouterCore
@@ -489,12 +489,8 @@ async def _serve(args: argparse.Namespace) -> int:
     front = TierFront(top, args.tier, plan=plan, state_dir=args.state_dir, fixed_replicas=args.fixed, seed=args.seed)
     host, port = split_hostport(args.listen)
     await front.start(host, port)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     log.info("front %s: listening on %s", args.tier, args.listen)
-    await stop.wait()
+    await wait_for_stop_signal()
     await front.stop()
     return 0
 
@@ -511,11 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base-port", type=int, default=LOOPBACK_BASE_PORT, help="loopback plan only")
     ap.add_argument("--fixed", type=int, default=None, help="start in fixed mode with N replicas instead of autoscaling")
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    with contextlib.suppress(KeyboardInterrupt):
-        return asyncio.run(_serve(args))
-    return 0
+    return run_service(_serve(ap.parse_args(argv)))
 
 
 if __name__ == "__main__":
