@@ -79,6 +79,14 @@ class Registry:
     def replicas_of(self, tier: str) -> list[ReplicaEntry]:
         return [r for r in self.replicas if r.tier == tier]
 
+    def client_netns(self) -> str:
+        """The namespace clients (load generators) run in: the client end of the access link.
+        ``ParseError`` when the registry names no client edge."""
+        for link in self.links:
+            if link.kind == "access" and link.direction == "transmit":
+                return link.netns
+        raise ParseError("registry: no client edge (access link, direction transmit)")
+
     def front(self, tier: str) -> FrontEntry | None:
         for f in self.fronts:
             if f.tier == tier:

@@ -79,6 +79,18 @@ def prometheus_config(
     return cfg
 
 
+def terminate(proc: subprocess.Popen[bytes] | None, timeout_s: float = 10.0) -> None:
+    """Stop a child: SIGTERM, then SIGKILL if it has not exited within ``timeout_s``."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
 class ManagedProcess:
     """A child process with a log file, stopped by PID (TERM, then KILL)."""
 
@@ -118,14 +130,7 @@ class ManagedProcess:
         return self.proc.pid if self.proc else None
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5)
+        terminate(self.proc)
 
 
 class Prometheus(ManagedProcess):

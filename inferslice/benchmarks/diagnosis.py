@@ -25,7 +25,6 @@ when the extra load generator's metrics port answered (it starts sending right a
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import threading
@@ -64,7 +63,7 @@ from inferslice.diagnosis import Regime
 from inferslice.errors import InferSliceError, PermanentError, RetryableError
 from inferslice.registry import DEFAULT_STATE_DIR, Registry, read_registry
 from inferslice.snapshot import SliceSnapshot
-from inferslice.testbed.monitoring import ManagedProcess, Prometheus, ScrapeJob, free_port, prometheus_config
+from inferslice.testbed.monitoring import ManagedProcess, Prometheus, ScrapeJob, free_port, prometheus_config, terminate
 from inferslice.testbed.net import lifecycle
 from inferslice.testbed.ops import front_state, set_gpu_share, set_replicas
 from inferslice.topology import Topology, load_topology
@@ -176,10 +175,7 @@ class Platform:
         self.procs.append(self.prometheus)
 
     def client_netns(self) -> str:
-        for link in self.reg.links:
-            if link.kind == "access" and link.direction == "transmit":
-                return link.netns
-        raise PermanentError("the registry names no client edge")
+        return self.reg.client_netns()
 
     def start_load(self, key: str, tier: str, concurrency: int, duration_s: float, seed: int) -> None:
         argv = [
@@ -208,15 +204,8 @@ class Platform:
 
     def stop_load(self, key: str) -> float:
         """Stop one load generator (its in-flight requests are cut); return the instant the signal went out."""
-        proc = self.loads.pop(key, None)
         at = time.time()
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        terminate(self.loads.pop(key, None), timeout_s=5)
         return at
 
     def stop(self) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -36,6 +35,7 @@ from inferslice.exporters.http import metrics_handler
 from inferslice.exporters.network import HtbMap, HtbSource, InterfaceMap, KernelLinkSource, KernelMaps
 from inferslice.exporters.network.netlink import in_netns
 from inferslice.exporters.text import render_registry
+from inferslice.testbed.monitoring import terminate
 
 VARIANTS = ("node_exporter", "ours_counters", "ours_counters_htb", "prometheus_client_counters_htb")
 
@@ -192,13 +192,7 @@ def run_size(n: int, repeat: int, node_exporter: str) -> dict[str, Any]:
             server.server_close()
         for source in sources:
             source.close()
-        if proc is not None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        terminate(proc, timeout_s=5)
         for name in (ns, peer):
             subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=600)
 

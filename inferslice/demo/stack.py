@@ -4,7 +4,6 @@ the diagnosis API with its loop, and one load generator per tier; all stopped by
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from inferslice.dashboards import build as dashboards_build
 from inferslice.dashboards.build import dump_yaml
 from inferslice.demo.story import TierLoad
 from inferslice.registry import Registry
-from inferslice.testbed.monitoring import Alertmanager, ManagedProcess, Prometheus, ScrapeJob, free_port, prometheus_config
+from inferslice.testbed.monitoring import Alertmanager, ManagedProcess, Prometheus, ScrapeJob, free_port, prometheus_config, terminate
 from inferslice.topology import Topology
 
 PY = [sys.executable, "-m", "inferslice.cli"]
@@ -106,7 +105,7 @@ class Stack:
     def start_load(self, tier: str, load: TierLoad, duration_s: float, result: Path, seed: int) -> None:
         self.stop_load(tier)
         argv = [
-            *PY, "load", "--tier", tier, "--topology", self.reg.topology_path, "--netns", self._client_netns(),
+            *PY, "load", "--tier", tier, "--topology", self.reg.topology_path, "--netns", self.reg.client_netns(),
             "--concurrency", str(load.concurrency), "--duration-s", str(duration_s), "--drain-timeout-s", "3",
             "--seed", str(seed), "--goodput", "ttft:500", "--otel-port", str(self.ports.load_port(tier)),
             "--save-result", str(result), "--quiet",
@@ -114,21 +113,8 @@ class Stack:
         log = (self.out / "platform" / f"load-{tier}.log").open("ab")
         self.loads[tier] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
-    def _client_netns(self) -> str:
-        for link in self.reg.links:
-            if link.kind == "access" and link.direction == "transmit":
-                return link.netns
-        raise KeyError("the registry names no client edge")
-
     def stop_load(self, tier: str) -> None:
-        proc = self.loads.pop(tier, None)
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        terminate(self.loads.pop(tier, None), timeout_s=5)
 
     # -- reads -------------------------------------------------------------------------------------
     def slice_view(self, tier: str) -> dict[str, Any]:

@@ -71,3 +71,26 @@ def test_registry_missing_and_corrupt(tmp_path: Path) -> None:
     (tmp_path / "registry.json").write_text("{not json")
     with pytest.raises(ParseError):
         read_registry(tmp_path)
+
+
+def test_client_netns_is_the_client_end_of_the_access_link(tmp_path: Path) -> None:
+    edge = LinkEntry(name="client-edge", kind="access", netns="isl-client", ifname="isl-edge", pop="bristol", tier="free",
+                     direction="transmit")
+    reg = Registry(topology_path="t.yaml", state_dir=str(tmp_path), links=(edge,))
+    assert reg.client_netns() == "isl-client"
+    with pytest.raises(ParseError):
+        Registry(topology_path="t.yaml", state_dir=str(tmp_path)).client_netns()
+
+
+def test_terminate_kills_what_ignores_sigterm() -> None:
+    import subprocess
+    import sys
+
+    from inferslice.testbed.monitoring import terminate
+
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", stubborn], stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    terminate(proc, timeout_s=0.5)
+    assert proc.returncode is not None and proc.returncode < 0
+    terminate(proc)  # already gone: a no-op

@@ -54,10 +54,7 @@ class Testbed:
     @property
     def client_netns(self) -> str:
         """The namespace load generators run in (their traffic crosses the tiers' client-edge caps)."""
-        for link in self.registry.links:
-            if link.kind == "access" and link.direction == "transmit":
-                return link.netns
-        raise AssertionError("the registry names no client edge")
+        return self.registry.client_netns()
 
     def log_tails(self, n: int = 800) -> str:
         """The testbed's process logs (engine hosts, fronts, delay line), for failure messages."""

@@ -11,7 +11,6 @@ fires in seconds; everything else is the production configuration.
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ import httpx
 from inferslice.dashboards import build as dashboards_build
 from inferslice.dashboards.build import dump_yaml
 from inferslice.registry import Registry
-from inferslice.testbed.monitoring import Alertmanager, ManagedProcess, Prometheus, ScrapeJob, free_port, prometheus_config
+from inferslice.testbed.monitoring import Alertmanager, ManagedProcess, Prometheus, ScrapeJob, free_port, prometheus_config, terminate
 from inferslice.topology import Topology
 
 PY = [sys.executable, "-m", "inferslice.cli"]
@@ -53,13 +52,7 @@ class LoadRun:
             raise AssertionError(f"load on {self.tier} still running after {timeout_s:.0f} s: {self.log_tail()}") from None
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        terminate(self.proc, timeout_s=5)
 
     def log_tail(self, n: int = 1500) -> str:
         try:
