@@ -9,7 +9,10 @@ from pathlib import Path
 
 from setuptools import find_packages, setup
 
-MAPPED = ["exporters", "collectors", "dashboards", "bottleneck", "control", "deploy", "testbed"]
+MAPPED = [
+    "common", "exporters", "collectors", "dashboards", "bottleneck", "control", "deploy", "testbed",
+    "service", "cli", "bench",
+]
 
 package_dir = {"inferslice": "inferslice"}
 packages = ["inferslice", *(f"inferslice.{p}" for p in find_packages("inferslice"))]

@@ -8,7 +8,7 @@ bin=${VENV_BIN:-$root/.venv/bin}
 tree="$root/.typecheck"
 rm -rf "$tree" && mkdir -p "$tree/inferslice"
 for f in "$root"/inferslice/*; do ln -s "$f" "$tree/inferslice/$(basename "$f")"; done
-for d in exporters collectors dashboards bottleneck control deploy testbed; do
+for d in common exporters collectors dashboards bottleneck control deploy testbed service cli bench; do
   if [ -f "$root/$d/__init__.py" ]; then ln -s "$root/$d" "$tree/inferslice/$d"; fi
 done
 echo "== ruff"; "$bin/ruff" check "$root"

@@ -1,6 +1,6 @@
 """The ``inferslice`` command line: one entry point, one module per subcommand.
 
-Each subcommand lives in ``inferslice/commands/<name>.py`` and exposes ``HELP`` (one line),
+Each subcommand lives in its own module (moving from ``inferslice/commands/`` to ``cli/``) and exposes ``HELP`` (one line),
 ``add_arguments(parser)`` and ``run(args) -> int``. Modules are imported only when their
 subcommand runs, so a broken optional dependency of one command never breaks the others.
 """
@@ -60,6 +60,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
 
-
-if __name__ == "__main__":
-    sys.exit(main())
