@@ -1,4 +1,10 @@
-"""``Action``: what a control policy asks an actuator to do."""
+"""``Action``: what a control policy asks an actuator to do.
+
+An action carries its own idempotency key (``id``): the controller derives it from the decision that
+produced it, records it before applying, and an actuator that sees the same id twice does the work
+once. Values are absolute targets (replicas, cap in bit/s, destination PoP), never deltas, so that
+applying one again changes nothing.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +27,44 @@ class Action:
     slice: str
     value: float | str | None = None  # replicas, cap_bps, target PoP, share
     reason: str = ""
-    regime: str | None = None
+    regime: str | None = None  # the cause the action answers ("queue_limited", "forecast", "reclaim")
+    id: str = ""  # idempotency key; empty only for actions nobody will apply
+    replica: str | None = None  # RELOCATE: the replica that moves
+    previous: float | str | None = None  # the value before, for rollback and the audit trail
+    decided_s: float | None = None  # clock of the decision (unix seconds)
+    expected_by_s: float | None = None  # when the cause should have cleared if the action works
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind.value, "slice": self.slice, "value": self.value, "reason": self.reason, "regime": self.regime}
+        """The five original keys always; the control fields only when set (older readers compare dicts)."""
+        out: dict[str, Any] = {
+            "kind": self.kind.value,
+            "slice": self.slice,
+            "value": self.value,
+            "reason": self.reason,
+            "regime": self.regime,
+        }
+        extra = {
+            "id": self.id or None,
+            "replica": self.replica,
+            "previous": self.previous,
+            "decided_s": self.decided_s,
+            "expected_by_s": self.expected_by_s,
+        }
+        out.update({k: v for k, v in extra.items() if v is not None})
+        return out
+
+
+def action_from_dict(data: dict[str, Any]) -> Action:
+    """Inverse of ``Action.to_dict`` (the audit log and the API store actions as JSON)."""
+    return Action(
+        kind=ActionKind(data["kind"]),
+        slice=str(data["slice"]),
+        value=data.get("value"),
+        reason=str(data.get("reason", "")),
+        regime=data.get("regime"),
+        id=str(data.get("id", "")),
+        replica=data.get("replica"),
+        previous=data.get("previous"),
+        decided_s=data.get("decided_s"),
+        expected_by_s=data.get("expected_by_s"),
+    )
