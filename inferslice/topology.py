@@ -90,6 +90,7 @@ class Link(_Model):
     a: str
     b: str
     rtt_ms: float = Field(gt=0, le=1000)
+    capacity_bps: float | None = Field(default=None, gt=0, description="provisioned WAN capacity; null = not declared")
 
     @model_validator(mode="after")
     def _distinct(self) -> Link:
