@@ -3,13 +3,14 @@
 desired = ceil(mean ongoing requests over look_back_period_s / target_ongoing_requests), clamped to
 [replicas_min, replicas_max]; a change is applied only after the desire has pointed the same way
 for upscale_delay_s (up) or downscale_delay_s (down), as Ray's decision counters do.
+
+Every function returns a new state (like ``bottleneck.episodes.step``); none mutates its input.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -22,18 +23,19 @@ class AutoscaleSettings:
     downscale_delay_s: float
 
 
-@dataclass
+@dataclass(frozen=True)
 class AutoscaleState:
-    samples: deque[tuple[float, float]] = field(default_factory=deque)  # (time_s, ongoing)
+    samples: tuple[tuple[float, float], ...] = ()  # (time_s, ongoing), oldest first, within the look-back
     direction: int = 0  # +1 wants more, -1 wants fewer, 0 content
     since_s: float = 0.0
     desired: int = 0
 
 
-def observe(state: AutoscaleState, settings: AutoscaleSettings, now_s: float, ongoing: float) -> None:
-    state.samples.append((now_s, ongoing))
-    while state.samples and state.samples[0][0] < now_s - settings.look_back_period_s:
-        state.samples.popleft()
+def observe(state: AutoscaleState, settings: AutoscaleSettings, now_s: float, ongoing: float) -> AutoscaleState:
+    """The state with one more sample, samples older than the look-back period dropped."""
+    horizon = now_s - settings.look_back_period_s
+    kept = tuple(s for s in (*state.samples, (now_s, ongoing)) if s[0] >= horizon)
+    return replace(state, samples=kept)
 
 
 def desired_replicas(state: AutoscaleState, settings: AutoscaleSettings) -> int:
@@ -44,18 +46,20 @@ def desired_replicas(state: AutoscaleState, settings: AutoscaleSettings) -> int:
     return max(settings.replicas_min, min(settings.replicas_max, want))
 
 
-def decide(state: AutoscaleState, settings: AutoscaleSettings, now_s: float, current: int) -> int:
-    """The target to apply now (``current`` unless a consistent desire has outlasted its delay)."""
+def decide(state: AutoscaleState, settings: AutoscaleSettings, now_s: float, current: int) -> tuple[int, AutoscaleState]:
+    """The target to apply now (``current`` unless a consistent desire has outlasted its delay), and the new state."""
     want = desired_replicas(state, settings)
-    state.desired = want
     direction = (want > current) - (want < current)
-    if direction != state.direction:
-        state.direction = direction
-        state.since_s = now_s
-    if direction > 0 and now_s - state.since_s >= settings.upscale_delay_s:
-        state.direction = 0
-        return want
-    if direction < 0 and now_s - state.since_s >= settings.downscale_delay_s:
-        state.direction = 0
-        return want
-    return current
+    since = now_s if direction != state.direction else state.since_s
+    new = replace(state, desired=want, direction=direction, since_s=since)
+    delay = settings.upscale_delay_s if direction > 0 else settings.downscale_delay_s
+    if direction != 0 and now_s - since >= delay:
+        return want, replace(new, direction=0)
+    return current, new
+
+
+def step(
+    state: AutoscaleState, settings: AutoscaleSettings, now_s: float, ongoing: float, current: int
+) -> tuple[int, AutoscaleState]:
+    """One tick: observe ``ongoing`` at ``now_s``, then decide from ``current``."""
+    return decide(observe(state, settings, now_s, ongoing), settings, now_s, current)

@@ -49,18 +49,27 @@ def test_autoscale_waits_for_delays_and_clamps() -> None:
     target = 1
     for i in range(40):  # 10 ongoing for 4 s: wants ceil(10/2) = 5, clamped to 3, after 2 s
         now = i * 0.1
-        autoscale.observe(st, s, now, 10)
-        target = autoscale.decide(st, s, now, target)
+        target, st = autoscale.step(st, s, now, 10, target)
         if now < 2.0:
             assert target == 1
     assert target == 3
     for i in range(40, 120):
         now = i * 0.1
-        autoscale.observe(st, s, now, 0)
-        target = autoscale.decide(st, s, now, target)
+        target, st = autoscale.step(st, s, now, 0, target)
         if now < 4.0 + 5.0:
             assert target == 3
     assert target == 1
+
+
+def test_autoscale_is_pure() -> None:
+    s = autoscale.AutoscaleSettings(1.0, 1, 4, look_back_period_s=1.0, upscale_delay_s=0.0, downscale_delay_s=0.0)
+    st = autoscale.AutoscaleState(samples=((0.0, 1.0),), desired=1)
+    seen = autoscale.observe(st, s, 2.0, 3.0)
+    assert st.samples == ((0.0, 1.0),)  # the input is untouched
+    assert seen.samples == ((2.0, 3.0),)  # the sample older than the look-back is gone
+    target, new = autoscale.decide(seen, s, 2.0, 1)
+    assert (target, new.desired) == (3, 3) and seen.desired == 1
+    assert autoscale.decide(seen, s, 2.0, 1) == (target, new)  # same inputs, same answer
 
 
 # -- with sockets --------------------------------------------------------------------------------

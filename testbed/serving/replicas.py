@@ -1,0 +1,166 @@
+"""A tier's replica set: its slots' replicas created, deleted and watched at the PoPs' engine hosts.
+
+Slot k of the tier is placed at tier.placement[k], addressed by AddressPlan.replica(tier, k) and named
+AddressPlan.replica_id(tier, k); the engine hosts' admin API (POST/DELETE/GET /admin/replicas) owns
+their processes. Routability follows the replica's state: only a ready replica is routed to.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from inferslice.registry import ReplicaEntry
+from inferslice.testbed.addressing import AddressPlan
+from inferslice.testbed.serving.router import RouterCore
+from inferslice.topology import Tier
+
+log = logging.getLogger(__name__)
+
+ADMIN_TIMEOUT_S = 5.0
+DELETE_TIMEOUT_S = 30.0  # a host drains the replica's in-flight requests before it answers
+
+
+@dataclass
+class Replica:
+    slot: int
+    id: str
+    pop: str
+    gpu: int
+    url: str
+    admin_url: str
+    state: str = "pending"  # pending (POST in flight) | starting | ready | stopping | unhealthy
+    gpu_share: float = 1.0
+    pid: int | None = None
+
+    def apply(self, e: dict[str, Any]) -> None:
+        """Take the state, GPU share and pid an engine host reported."""
+        self.state = str(e.get("state", "starting"))
+        self.gpu_share = float(e.get("gpu_share", 1.0))
+        pid = e.get("pid")
+        self.pid = int(pid) if isinstance(pid, int) else None
+
+    def as_dict(self, in_flight: int) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "slot": self.slot,
+            "pop": self.pop,
+            "gpu": self.gpu,
+            "url": self.url,
+            "state": self.state,
+            "gpu_share": self.gpu_share,
+            "in_flight": in_flight,
+        }
+
+
+def registry_entries(tier_name: str, tier: Tier, replicas: dict[int, Replica]) -> list[ReplicaEntry]:
+    """The registry's view of the set: a replica not yet (or no longer) known ready is starting."""
+    return [
+        ReplicaEntry(
+            id=r.id,
+            tier=tier_name,
+            pop=r.pop,
+            gpu=r.gpu,
+            gpu_fraction=tier.gpu_per_replica,
+            gpu_share=r.gpu_share,
+            url=r.url,
+            state={"pending": "starting", "unhealthy": "starting"}.get(r.state, r.state),
+            pid=r.pid,
+        )
+        for r in sorted(replicas.values(), key=lambda r: r.slot)
+    ]
+
+
+class ReplicaSet:
+    """The replicas of one tier, by slot, and the admin-API calls that change or read them."""
+
+    def __init__(self, tier_name: str, tier: Tier, plan: AddressPlan, router: RouterCore) -> None:
+        self.tier_name = tier_name
+        self.tier = tier
+        self.plan = plan
+        self.router = router
+        self.by_slot: dict[int, Replica] = {}
+
+    def sorted(self) -> list[Replica]:
+        return sorted(self.by_slot.values(), key=lambda r: r.slot)
+
+    def url_of(self, rid: str) -> str | None:
+        for r in self.by_slot.values():
+            if r.id == rid:
+                return r.url
+        return None
+
+    def holds(self, rid: str) -> bool:
+        return any(r.id == rid for r in self.by_slot.values())
+
+    def missing_slots(self, target: int) -> list[int]:
+        return [k for k in range(target) if k not in self.by_slot]
+
+    def retire(self, target: int) -> list[Replica]:
+        """Mark the replicas at slots >= target stopping (unroutable) and return them for deletion."""
+        out = []
+        for r in list(self.by_slot.values()):
+            if r.slot >= target and r.state not in ("pending", "stopping"):
+                r.state = "stopping"
+                self.router.set_routable(r.id, False)
+                out.append(r)
+        return out
+
+    async def create(self, session: aiohttp.ClientSession, slot: int) -> bool:
+        """Ask the slot's PoP host for the replica (adopting one a previous front created); False to retry later."""
+        pop, gpu = self.plan.slot_of(self.tier_name, slot)
+        ep = self.plan.replica(self.tier_name, slot)
+        rid = self.plan.replica_id(self.tier_name, slot)
+        admin = self.plan.host_admin(pop).url
+        r = Replica(slot, rid, pop, gpu, ep.url, admin)
+        self.by_slot[slot] = r
+        body = {"id": rid, "tier": self.tier_name, "gpu": gpu, "gpu_fraction": self.tier.gpu_per_replica, "host": ep.host, "port": ep.port}
+        try:
+            async with session.post(f"{admin}/admin/replicas", json=body, timeout=aiohttp.ClientTimeout(total=ADMIN_TIMEOUT_S)) as resp:
+                data = await resp.json(content_type=None)
+                if resp.status == 409 and isinstance(data, dict) and "replica" in data:
+                    data = data["replica"]  # adopted: a previous front created it
+                elif resp.status != 201:
+                    raise aiohttp.ClientResponseError(resp.request_info, (), status=resp.status, message=str(data))
+        except (aiohttp.ClientError, TimeoutError) as err:
+            log.warning("front %s: cannot create %s at %s: %s", self.tier_name, rid, admin, err)
+            self.by_slot.pop(slot, None)  # retried on a later tick
+            return False
+        r.apply(data)
+        self.router.add_replica(rid, routable=r.state == "ready")
+        return True
+
+    async def delete(self, session: aiohttp.ClientSession, r: Replica) -> None:
+        try:
+            url = f"{r.admin_url}/admin/replicas/{r.id}"
+            async with session.delete(url, timeout=aiohttp.ClientTimeout(total=DELETE_TIMEOUT_S)) as resp:
+                await resp.read()
+        except (aiohttp.ClientError, TimeoutError) as err:
+            log.warning("front %s: cannot delete %s: %s", self.tier_name, r.id, err)
+        if self.by_slot.get(r.slot) is r:
+            del self.by_slot[r.slot]
+        if self.router.in_flight(r.id) == 0:
+            self.router.remove_replica(r.id)
+
+    async def refresh(self, session: aiohttp.ClientSession) -> None:
+        """Read replica states (starting/ready, GPU share) from the engine hosts' admin APIs."""
+        admins = {r.admin_url for r in self.by_slot.values() if r.state not in ("pending", "stopping")}
+        for admin in admins:
+            try:
+                async with session.get(f"{admin}/admin/replicas", timeout=aiohttp.ClientTimeout(total=ADMIN_TIMEOUT_S)) as resp:
+                    entries = {e["id"]: e for e in await resp.json()}
+            except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError):
+                entries = None
+            for r in self.by_slot.values():
+                if r.admin_url != admin or r.state in ("pending", "stopping"):
+                    continue
+                if entries is None or r.id not in entries:
+                    r.state = "unhealthy"
+                else:
+                    r.apply(entries[r.id])
+                    if r.state == "stopping":
+                        r.state = "unhealthy"  # stopping, but not by us: the replica is going away
+                self.router.set_routable(r.id, r.state == "ready")
