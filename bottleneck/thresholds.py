@@ -1,6 +1,6 @@
 """``Thresholds``: every number the classifier compares against, with the reason for its default.
 
-Figures come from the brief (``/work/shared/BRIEF.md``): the queue-limited signature (TTFT up an
+Figures come from the paper's measurements as the project brief quotes them: the queue-limited signature (TTFT up an
 order of magnitude, TPOT at ~24-27 ms) and the network-limited one (a 0.5 Mbps cap pinning receive at
 ~0.46 Mbps, P99 TPOT from ~26-38 ms to 150-280 ms, throughput from ~370 to ~220 tok/s).
 """

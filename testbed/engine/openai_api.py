@@ -1,7 +1,7 @@
 """vLLM 0.32's OpenAI-compatible wire format: request validation and response bodies (pure).
 
 Field sets, field order and compact separators follow the captured responses in
-shared/fixtures/vllm-0.32.0-api, so the bytes a client receives per streamed token match a real
+tests/fixtures/vllm-0.32.0-api, so the bytes a client receives per streamed token match a real
 deployment (the client-edge bandwidth results depend on it).
 """
 

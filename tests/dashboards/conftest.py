@@ -10,10 +10,11 @@ import pytest
 import yaml
 
 from inferslice.dashboards import build
+from inferslice.deploy.crds import crd_path
 from inferslice.topology import Topology, default_topology_path, load_topology
 
 API_URL = "http://api.test:8080"
-CRD = Path("/work/shared/crds/monitoring.coreos.com_prometheusrules.yaml")
+CRD = crd_path("PrometheusRule")
 FOURTH_TIER = {
     "name": "batch",
     "title": "Batch",

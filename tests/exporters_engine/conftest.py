@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 IDLE = (FIXTURES / "vllm-0.32.0-cpu-metrics-idle.txt").read_text()
 AFTER = (FIXTURES / "vllm-0.32.0-cpu-metrics-after-bench.txt").read_text()
 

@@ -145,7 +145,7 @@ def test_fuzz_mutated_fixture(kit_text_cut, insert):
     # A truncated or spliced real exposition parses or raises ParseError, nothing else.
     from pathlib import Path
 
-    text = (Path(__file__).parent / "fixtures" / "vllm-0.32.0-cpu-metrics-idle.txt").read_text()[:20000]
+    text = (Path(__file__).resolve().parents[1] / "fixtures" / "vllm-0.32.0-cpu-metrics-idle.txt").read_text()[:20000]
     at = kit_text_cut * 10
     mutated = text[:at] + insert + text[at:]
     try:

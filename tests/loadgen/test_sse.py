@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from inferslice.errors import ParseError
 from inferslice.sse import ChunkKind, SseParser, parse_chunk
 
-FIXTURES = Path("/work/shared/fixtures/vllm-0.32.0-api")
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-0.32.0-api"
 
 
 def _events(raw: bytes, cuts: list[int] | None = None) -> list[str]:

@@ -9,7 +9,7 @@ from inferslice.errors import InputError
 from inferslice.records import RequestRecord
 from inferslice.testbed.loadgen import Goodput, format_report, parse_goodput, summarize
 
-FIXTURES = Path("/work/shared/fixtures")
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"  # captured from vLLM 0.32.0: see tests/fixtures/README.md
 NOT_MEANINGFUL: set[str] = set()  # every key of the captured vLLM result is produced
 
 
