@@ -47,6 +47,71 @@ class Evidence:
         }
 
 
+RESOURCES: tuple[str, ...] = ("queue", "network", "compute")  # what a latency excess is attributed to
+ATTRIBUTION_STATS: tuple[str, ...] = ("ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99")
+REGIME_OF: dict[str, Regime] = {
+    "queue": Regime.QUEUE_LIMITED,
+    "network": Regime.NETWORK_LIMITED,
+    "compute": Regime.COMPUTE_LIMITED,
+}
+
+
+@dataclass(frozen=True)
+class LatencyShare:
+    """One latency statistic of one window split by resource, in seconds.
+
+    ``queue_s + network_s + compute_s + base_s == observed_s``: ``base_s`` is the reference level
+    plus whatever no resource explains. The excess over the reference is ``observed_s -
+    reference_s`` (0 when the statistic sits at or below it, or has no reference).
+    """
+
+    stat: str  # one of ATTRIBUTION_STATS
+    observed_s: float
+    reference_s: float | None = None
+    queue_s: float = 0.0
+    network_s: float = 0.0
+    compute_s: float = 0.0
+    base_s: float = 0.0
+
+    @property
+    def excess_s(self) -> float:
+        return max(0.0, self.observed_s - self.reference_s) if self.reference_s is not None else 0.0
+
+    def seconds(self, resource: str) -> float:
+        return {"queue": self.queue_s, "network": self.network_s, "compute": self.compute_s}[resource]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "observed_s": self.observed_s,
+            "reference_s": self.reference_s,
+            "queue_s": self.queue_s,
+            "network_s": self.network_s,
+            "compute_s": self.compute_s,
+            "base_s": self.base_s,
+        }
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Where one window's latency goes: a ``LatencyShare`` per statistic the window carries, and
+    each resource's fraction (0-1) of the latency excess (``excess_share``; the largest fraction over
+    the statistics whose excess is material, so TTFT and TPOT are not averaged into each other)."""
+
+    shares: tuple[LatencyShare, ...] = ()
+    excess_share: tuple[tuple[str, float], ...] = ()  # (resource, fraction), in RESOURCES order
+
+    def share(self, stat: str) -> LatencyShare | None:
+        return next((s for s in self.shares if s.stat == stat), None)
+
+    def fraction(self, resource: str) -> float:
+        return dict(self.excess_share).get(resource, 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {s.stat: s.to_dict() for s in self.shares}
+        out["excess_share"] = dict(self.excess_share)
+        return out
+
+
 @dataclass(frozen=True)
 class Diagnosis:
     slice: str
@@ -58,6 +123,8 @@ class Diagnosis:
     missing: tuple[str, ...] = field(default=())  # signals the classifier wanted but did not get
     id: str | None = None
     window_end_s: float | None = None
+    attribution: Attribution | None = None  # None: no latency statistic to split
+    slo_signal: str | None = None  # with slo at_risk/breached: the statistic nearest (or over) its SLO, e.g. "ttft_p99_s"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,4 +137,6 @@ class Diagnosis:
             "evidence": [e.to_dict() for e in self.evidence],
             "missing": list(self.missing),
             "window_end_s": self.window_end_s,
+            "attribution": self.attribution.to_dict() if self.attribution is not None else None,
+            "slo_signal": self.slo_signal,
         }

@@ -25,6 +25,11 @@ class Reference:
     tpot_p50_s: float | None = None
     tpot_mean_s: float | None = None
     output_tokens_per_s: float | None = None
+    ttft_p99_s: float | None = None  # the tails, so that a P99 is compared with a P99
+    tpot_p99_s: float | None = None
+    # The output token rate at which decode saturates (TPOT = a / (1 - rate / saturation), fitted
+    # over healthy windows at several loads); None: the classifier's prior.
+    tokens_per_s_saturation: float | None = None
     source: str = "unset"  # "learned", "configured" or "unset": the evidence says which
     samples: int = 0
 
@@ -48,6 +53,7 @@ class SliceSnapshot:
     link_rx_bps: float | None = None
     link_tx_bps: float | None = None
     link_cap_bps: float | None = None
+    link_capacity_bps: float | None = None  # the interface's physical rate: what an uncapped link is judged against
     requests_waiting: float | None = None
     requests_running: float | None = None
     queue_time_p99_s: float | None = None
@@ -62,6 +68,8 @@ class SliceSnapshot:
     ref_tpot_p50_s: float | None = None
     ref_tpot_mean_s: float | None = None
     ref_output_tokens_per_s: float | None = None
+    ref_ttft_p99_s: float | None = None
+    ref_tpot_p99_s: float | None = None
 
     def reference(self) -> Reference | None:
         """The reference carried inline (``ref_*`` keys), if any."""
@@ -71,9 +79,12 @@ class SliceSnapshot:
             tpot_p50_s=self.ref_tpot_p50_s,
             tpot_mean_s=self.ref_tpot_mean_s,
             output_tokens_per_s=self.ref_output_tokens_per_s,
+            ttft_p99_s=self.ref_ttft_p99_s,
+            tpot_p99_s=self.ref_tpot_p99_s,
             source="input",
         )
-        if all(v is None for v in (ref.ttft_p50_s, ref.ttft_mean_s, ref.tpot_p50_s, ref.tpot_mean_s, ref.output_tokens_per_s)):
+        inline = (ref.ttft_p50_s, ref.ttft_mean_s, ref.tpot_p50_s, ref.tpot_mean_s, ref.output_tokens_per_s, ref.ttft_p99_s, ref.tpot_p99_s)
+        if all(v is None for v in inline):
             return None
         return ref
 
@@ -85,9 +96,9 @@ class SliceSnapshot:
             ref_ttft_mean_s=self.ref_ttft_mean_s if self.ref_ttft_mean_s is not None else ref.ttft_mean_s,
             ref_tpot_p50_s=self.ref_tpot_p50_s if self.ref_tpot_p50_s is not None else ref.tpot_p50_s,
             ref_tpot_mean_s=self.ref_tpot_mean_s if self.ref_tpot_mean_s is not None else ref.tpot_mean_s,
-            ref_output_tokens_per_s=(
-                self.ref_output_tokens_per_s if self.ref_output_tokens_per_s is not None else ref.output_tokens_per_s
-            ),
+            ref_output_tokens_per_s=(self.ref_output_tokens_per_s if self.ref_output_tokens_per_s is not None else ref.output_tokens_per_s),
+            ref_ttft_p99_s=self.ref_ttft_p99_s if self.ref_ttft_p99_s is not None else ref.ttft_p99_s,
+            ref_tpot_p99_s=self.ref_tpot_p99_s if self.ref_tpot_p99_s is not None else ref.tpot_p99_s,
         )
 
     def to_dict(self, drop_none: bool = True) -> dict[str, Any]:
