@@ -18,7 +18,7 @@ from pathlib import Path
 
 from inferslice.benchmarks import diagnosis
 from inferslice.bottleneck import DEFAULT, Thresholds
-from inferslice.registry import DEFAULT_STATE_DIR
+from inferslice.common.registry import DEFAULT_STATE_DIR
 
 
 def _thresholds(pairs: list[str]) -> Thresholds:

@@ -1,6 +1,8 @@
-"""inferslice.collectors: metric sources -> ``SliceSnapshot`` s, placement sources, reference learning.
+"""inferslice.collectors: metric sources -> ``SliceSnapshot`` s, and placement sources.
 
-Imports only the shared vocabulary (never exporters, testbed or bottleneck).
+References are learned in one place, ``bottleneck.reference`` (used by the diagnosis service).
+
+Imports only the vocabulary and the shared layer (never exporters, testbed or bottleneck).
 """
 
 from inferslice.collectors.embedded import EmbeddedSettings, EmbeddedSource, TargetStatus
@@ -17,52 +19,28 @@ from inferslice.collectors.placement import (
     placement_from_rayservice,
 )
 from inferslice.collectors.prometheus import PrometheusSettings, PrometheusSource, parse_query_response
-from inferslice.collectors.reference import (
-    JsonFileReferenceStore,
-    LearnerSettings,
-    LearnerState,
-    ReferenceLearner,
-    ReferenceStore,
-    SliceLearning,
-    load_reference_overrides,
-    load_state,
-    reference_overrides_from_dict,
-    save_state,
-)
 from inferslice.collectors.source import MetricSource, SliceConfig, slices_from_topology
-from inferslice.collectors.window import build_snapshots
 
 __all__ = [
     "EmbeddedSettings",
     "EmbeddedSource",
     "FieldSettings",
-    "JsonFileReferenceStore",
     "KubernetesPlacement",
-    "LearnerSettings",
-    "LearnerState",
     "MetricSource",
     "PlacementSource",
     "PrometheusSettings",
     "PrometheusSource",
     "RayServePlacement",
-    "ReferenceLearner",
-    "ReferenceStore",
     "RegistryPlacement",
     "ReplicaPlacement",
     "SliceConfig",
-    "SliceLearning",
     "TargetStatus",
-    "build_snapshots",
     "count_ready",
     "field_specs",
-    "load_reference_overrides",
-    "load_state",
     "parse_query_response",
     "parse_rayservice",
     "parse_serve_applications",
     "placement_from_rayservice",
-    "reference_overrides_from_dict",
     "render_promql",
-    "save_state",
     "slices_from_topology",
 ]

@@ -19,10 +19,10 @@ from typing import Any
 import httpx
 
 from inferslice.collectors.evaluate import Evaluator
-from inferslice.collectors.exposition import parse_exposition
 from inferslice.collectors.fields import FieldSettings, field_specs
 from inferslice.collectors.source import SliceConfig, assemble_snapshot, find_slice
 from inferslice.collectors.store import SeriesStore
+from inferslice.common.exposition import series_samples
 from inferslice.errors import ParseError, SourceUnavailable
 from inferslice.snapshot import SliceSnapshot
 
@@ -76,7 +76,7 @@ class EmbeddedSource:
         status = self.targets.setdefault(target, TargetStatus(target))
         status.last_scrape_s = now_s
         try:
-            samples = parse_exposition(text)
+            samples = series_samples(text)
         except ParseError as err:
             status.parse_errors += 1
             self._failed(status, now_s, f"ParseError: {err}")

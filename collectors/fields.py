@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from inferslice import metric_names as m
+from inferslice.common.promtime import format_duration
 
 Matchers = tuple[tuple[str, str], ...]
 Agg = Literal["sum", "max", "min"]
@@ -129,14 +130,6 @@ def field_specs(settings: FieldSettings) -> dict[str, Spec]:
 # -- PromQL rendering --------------------------------------------------------------------------
 
 
-def promql_duration(window_s: float) -> str:
-    """PromQL durations are integers of one unit; milliseconds keep fractional windows exact."""
-    ms = round(window_s * 1000)
-    if ms <= 0:
-        raise ValueError(f"window must be positive, got {window_s}")
-    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
-
-
 def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
@@ -156,7 +149,7 @@ def _selector(metric: str, slice_sel: str, matchers: Matchers = ()) -> str:
 def render_promql(spec: Spec, slices: tuple[str, ...], window_s: float) -> str:
     """One instant query yielding one sample per slice (label ``slice``) for this spec."""
     sel = slice_matcher(slices)
-    w = promql_duration(window_s)
+    w = format_duration(window_s)
     if isinstance(spec, Quantile):
         return f"histogram_quantile({spec.q:g}, sum by (slice, le) (rate({_selector(spec.histogram + '_bucket', sel)}[{w}])))"
     if isinstance(spec, HistogramMean):

@@ -15,8 +15,8 @@ from typing import Any, NamedTuple, Protocol
 import httpx
 import yaml
 
+from inferslice.common.registry import read_registry
 from inferslice.errors import ParseError, SourceUnavailable
-from inferslice.registry import read_registry
 
 
 class ReplicaPlacement(NamedTuple):

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from inferslice.collectors.exposition import Labels, ParsedSample
+from inferslice.common.exposition import Labels, Sample
 
 STALE: None = None  # a stale marker is a sample whose value is None
 
@@ -57,7 +57,7 @@ class SeriesStore:
         self._by_name: dict[str, dict[tuple[str, Labels], Series]] = {}
         self._by_target: dict[str, set[tuple[str, Labels]]] = {}
 
-    def append_scrape(self, target: str, at_s: float, samples: Iterable[ParsedSample]) -> None:
+    def append_scrape(self, target: str, at_s: float, samples: Iterable[Sample]) -> None:
         """Store one successful scrape; series of this target absent from it go stale."""
         seen: set[tuple[str, Labels]] = set()
         for s in samples:

@@ -18,11 +18,11 @@ Severity policy (documented in the rules' labels and the module, mirrored by Ale
 from __future__ import annotations
 
 import copy
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from inferslice import metric_names as m
+from inferslice.common.promtime import parse_duration
 from inferslice.dashboards import queries as q
 from inferslice.topology import Tier, Topology
 
@@ -255,21 +255,9 @@ def rule_file(topology: Topology, api_url: str, hold_scale: float = 1.0) -> dict
     return scale_holds({"groups": rule_groups(topology, api_url)}, hold_scale)
 
 
-_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
-_DURATION_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
-
-
-def duration_s(text: str) -> float:
-    """A Prometheus duration (``"1h30m"``, ``"10m"``, ``"500ms"``) in seconds."""
-    parts = _DURATION_PART.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f"not a Prometheus duration: {text!r}")
-    return sum(int(n) * _DURATION_S[u] for n, u in parts)
-
-
 def scaled_duration(text: str, factor: float) -> str:
     """``text`` times ``factor`` as whole seconds, never below 1 s (a hold of 0 would change the alert's meaning)."""
-    return f"{max(1, round(duration_s(text) * factor))}s"
+    return f"{max(1, round(parse_duration(text) * factor))}s"
 
 
 def scale_holds(rules: dict[str, Any], factor: float) -> dict[str, Any]:

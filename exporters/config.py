@@ -22,9 +22,9 @@ from typing import Any
 
 import yaml
 
+from inferslice.common.registry import read_registry
 from inferslice.errors import ConfigError, InferSliceError
 from inferslice.exporters.base import GuardedCollector, Source
-from inferslice.registry import read_registry
 from inferslice.topology import Topology, load_topology
 
 log = logging.getLogger(__name__)

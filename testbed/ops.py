@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 
+from inferslice.common.registry import DEFAULT_STATE_DIR, read_registry
 from inferslice.errors import InputError, PermanentError, RetryableError
-from inferslice.registry import DEFAULT_STATE_DIR, read_registry
 from inferslice.testbed.addressing import AddressPlan
 from inferslice.topology import load_topology
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from inferslice import metric_names as mn
+from inferslice.common.exposition import Exposition, parse_exposition
 from inferslice.errors import InferSliceError, ParseError
 from inferslice.exporters.engine.merge import SliceAccumulator, good_at_threshold
 from inferslice.exporters.engine.readings import (
@@ -32,7 +33,6 @@ from inferslice.exporters.engine.readings import (
 )
 from inferslice.exporters.engine.scrape import ConcurrentRunner, Fetcher, HttpFetcher
 from inferslice.exporters.engine.targets import Discovery, FrontTarget, Target
-from inferslice.exporters.exposition import Exposition, parse_exposition
 from inferslice.topology import Topology
 
 log = logging.getLogger(__name__)

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from inferslice.common.exposition import Exposition, Sample
 from inferslice.errors import ParseError
-from inferslice.exporters.exposition import Exposition, Sample
 
 VLLM = "vllm:"
 RAY_VLLM = "ray_vllm_"

@@ -1,7 +1,7 @@
 """Where the vLLM replicas and the serving fronts are: four ways to find them.
 
 - a static list from the config;
-- the testbed registry (``inferslice.registry``): replicas with tier/pop/url/state, fronts per tier;
+- the testbed registry (``inferslice.common.registry``): replicas with tier/pop/url/state, fronts per tier;
 - Kubernetes Endpoints/EndpointSlices by label: ``targets_from_endpoints`` is pure (JSON in,
   targets out); the live read sits behind an injectable lister (``kubectl_lister`` by default:
   no kube-apiserver is reachable here, so the live path is untested on this machine);
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from inferslice.common.registry import read_registry
 from inferslice.errors import ParseError, SourceUnavailable
-from inferslice.registry import read_registry
 
 DEFAULT_METRICS_PATH = "/metrics"
 

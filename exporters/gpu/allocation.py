@@ -15,7 +15,7 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from inferslice import metric_names as mn
-from inferslice.registry import ReplicaEntry, read_registry
+from inferslice.common.registry import ReplicaEntry, read_registry
 from inferslice.topology import Topology
 
 from .pods import PodAllocation, allocations_from_pods, parse_cgroup

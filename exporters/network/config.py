@@ -8,8 +8,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from inferslice.common.registry import read_registry
 from inferslice.errors import ConfigError, InferSliceError, ParseError
-from inferslice.registry import read_registry
 from inferslice.topology import Topology
 
 from .kernel import HtbSource, KernelLinkSource

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inferslice.common.registry import LinkEntry, Registry, read_registry
 from inferslice.errors import ConfigError, ParseError
-from inferslice.registry import LinkEntry, Registry, read_registry
 
 from .netlink import parse_classid
 

@@ -13,20 +13,14 @@ throwaway thread so the caller's thread never leaves its own namespace.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import socket
 import struct
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TypeVar
 
+from inferslice.common.netns import in_netns
 from inferslice.errors import ParseError, SourceUnavailable
-
-NETNS_DIR = "/run/netns"
-CLONE_NEWNET = 0x40000000
 
 # linux/netlink.h, linux/rtnetlink.h, linux/if_link.h, linux/pkt_sched.h, linux/gen_stats.h
 NLMSG_ERROR = 2
@@ -62,7 +56,6 @@ _STATS64_HEAD = struct.Struct("=8Q")  # rx/tx packets, rx/tx bytes, rx/tx errors
 _HTB_OPT = struct.Struct("=BBHhHI BBHhHI IIIII")  # rate spec, ceil spec, buffer, cbuffer, quantum, level, prio
 _GNET_BASIC = struct.Struct("=QI")
 _GNET_QUEUE = struct.Struct("=IIIII")  # qlen, backlog, drops, requeues, overlimits
-T = TypeVar("T")
 _SO_RCVBUFFORCE = 33  # asm-generic/socket.h; the socket module does not name it
 _REPLY_TRUESIZE = 16 << 10  # what one queued class reply may cost the receive buffer (NLMSG_GOODSIZE skb), high side
 _RECV_BYTES = 1 << 20  # a 1,000-link stats dump is ~250 kB; one large buffer keeps recv calls few
@@ -231,51 +224,6 @@ def parse_tclass_message(payload: bytes) -> HtbClassStats | None:
 
 
 # -- sockets --------------------------------------------------------------------------------------
-
-_libc: ctypes.CDLL | None = None
-
-
-def _setns(fd: int) -> None:
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    if _libc.setns(fd, CLONE_NEWNET) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-
-
-def netns_path(netns: str) -> str:
-    return netns if netns.startswith("/") else os.path.join(NETNS_DIR, netns)
-
-
-def in_netns(netns: str | None, make: Callable[[], T]) -> T:
-    """Run ``make`` (which opens a socket) inside ``netns`` on a helper thread; None = this namespace."""
-    if netns is None:
-        return make()
-    result: list[T] = []
-    error: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            fd = os.open(netns_path(netns), os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as err:
-            error.append(err)
-            return
-        try:
-            _setns(fd)
-            result.append(make())
-        except BaseException as err:  # noqa: BLE001 - re-raised on the caller's thread below
-            error.append(err)
-        finally:
-            os.close(fd)
-
-    worker = threading.Thread(target=target, name=f"netns-{netns}", daemon=True)
-    worker.start()
-    worker.join()
-    if error:
-        raise error[0]
-    return result[0]
-
 
 class NetlinkSocket:
     """A NETLINK_ROUTE socket bound to one namespace, kept open across scrapes.

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from prometheus_client.core import HistogramMetricFamily, Metric
 
 from inferslice import metric_names as mn
-
-from .netlink import in_netns
+from inferslice.common.netns import in_netns
 
 log = logging.getLogger(__name__)
 

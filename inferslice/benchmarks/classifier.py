@@ -18,7 +18,6 @@ import asyncio
 import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from inferslice.bottleneck import classify
+from inferslice.common.ports import free_port
 from inferslice.snapshot import snapshot_from_dict
 
 SLICES = ("free", "standard", "premium")
@@ -99,11 +99,6 @@ def bench_classifier(n: int, repeats: int = 3) -> dict[str, float]:
 
 # -- API latency -----------------------------------------------------------------------------------
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def serve(port: int, db: str) -> None:
@@ -183,7 +178,7 @@ def _wait_ready(base: str, timeout_s: float = 20.0) -> None:
 
 
 def bench_api(rate: float, duration_s: float) -> dict[str, float]:
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     lines = [line.replace('"id": ', '"window_end_s": null, "id": ', 1) for line in make_lines(2000, seed=11)]
     with tempfile.TemporaryDirectory() as tmp:

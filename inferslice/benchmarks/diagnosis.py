@@ -59,11 +59,13 @@ from inferslice.collectors import (
     PrometheusSource,
     slices_from_topology,
 )
+from inferslice.common.ports import free_port
+from inferslice.common.processes import ManagedProcess, terminate
+from inferslice.common.prometheus import Prometheus, ScrapeJob, prometheus_config
+from inferslice.common.registry import DEFAULT_STATE_DIR, Registry, read_registry
 from inferslice.diagnosis import Regime
 from inferslice.errors import InferSliceError, PermanentError, RetryableError
-from inferslice.registry import DEFAULT_STATE_DIR, Registry, read_registry
 from inferslice.snapshot import SliceSnapshot
-from inferslice.testbed.monitoring import ManagedProcess, Prometheus, ScrapeJob, free_port, prometheus_config, terminate
 from inferslice.testbed.net import lifecycle
 from inferslice.testbed.ops import front_state, set_gpu_share, set_replicas
 from inferslice.topology import Topology, load_topology

@@ -30,12 +30,13 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 
+from inferslice.common.netns import in_netns
+from inferslice.common.ports import free_port
+from inferslice.common.processes import terminate
 from inferslice.exporters.base import GuardedCollector
 from inferslice.exporters.http import metrics_handler
 from inferslice.exporters.network import HtbMap, HtbSource, InterfaceMap, KernelLinkSource, KernelMaps
-from inferslice.exporters.network.netlink import in_netns
 from inferslice.exporters.text import render_registry
-from inferslice.testbed.monitoring import terminate
 
 VARIANTS = ("node_exporter", "ours_counters", "ours_counters_htb", "prometheus_client_counters_htb")
 
@@ -47,11 +48,6 @@ class Unavailable(RuntimeError):
 def _sh(*args: str, stdin: str | None = None) -> None:
     subprocess.run(list(args), check=True, input=stdin, capture_output=True, text=True, timeout=600)
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def http_get(port: int, netns: str | None) -> bytes:
@@ -150,10 +146,10 @@ def run_size(n: int, repeat: int, node_exporter: str) -> dict[str, Any]:
         server_c, port_c = _serve(reg_counters)
         server_f, port_f = _serve(reg_full)
         servers += [server_c, server_f]
-        port_pc = _free_port()
+        port_pc = free_port()
         server_pc, _thread = start_http_server(port_pc, "127.0.0.1", registry=reg_pc)
         servers.append(server_pc)
-        port_ne = _free_port()
+        port_ne = free_port()
         proc = _start_node_exporter(node_exporter, ns, port_ne)
         series = {
             "node_exporter": _series(http_get(port_ne, ns), b"node_network_"),

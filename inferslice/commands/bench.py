@@ -103,7 +103,7 @@ def _run_one(name: str, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         return result, engine.markdown(result)
     if name == "diagnosis":
         from inferslice.benchmarks import diagnosis
-        from inferslice.registry import DEFAULT_STATE_DIR
+        from inferslice.common.registry import DEFAULT_STATE_DIR
 
         settings = diagnosis.BenchSettings(repetitions=args.repetitions)
         state_dir = Path(args.state_dir) if args.state_dir else DEFAULT_STATE_DIR

@@ -49,8 +49,8 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    from inferslice.common.registry import DEFAULT_STATE_DIR
     from inferslice.errors import InferSliceError
-    from inferslice.registry import DEFAULT_STATE_DIR
 
     state_dir: Path = args.state_dir or DEFAULT_STATE_DIR
     out: Path = args.out

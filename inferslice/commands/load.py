@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from inferslice.common.netns import enter_netns
 from inferslice.errors import ConfigError, InputError
 from inferslice.records import RecordObserver
 from inferslice.testbed.loadgen import LoadConfig, format_report, parse_goodput, run_load
-from inferslice.testbed.loadgen.netns import enter_netns
 
 HELP = "load generator: fixed-concurrency or Poisson streaming requests against a tier"
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from inferslice.common.registry import DEFAULT_STATE_DIR
 from inferslice.errors import InputError
-from inferslice.registry import DEFAULT_STATE_DIR
 
 HELP = "local testbed: up | down | status | run SCENARIO | cap | replicas | share"
 

@@ -12,11 +12,13 @@ from typing import Any
 
 import httpx
 
+from inferslice.common.ports import free_port
+from inferslice.common.processes import ManagedProcess, terminate
+from inferslice.common.prometheus import Alertmanager, Prometheus, ScrapeJob, prometheus_config
+from inferslice.common.registry import Registry
 from inferslice.dashboards import build as dashboards_build
 from inferslice.dashboards.build import dump_yaml
 from inferslice.demo.story import TierLoad
-from inferslice.registry import Registry
-from inferslice.testbed.monitoring import Alertmanager, ManagedProcess, Prometheus, ScrapeJob, free_port, prometheus_config, terminate
 from inferslice.topology import Topology
 
 PY = [sys.executable, "-m", "inferslice.cli"]

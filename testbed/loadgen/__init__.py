@@ -6,10 +6,10 @@ Public API (the scenario runner calls ``run_load`` in-process; ``inferslice load
 Observers are ``inferslice.records.RecordObserver`` callables; this package never imports exporters.
 """
 
-from inferslice.sse import Chunk, ChunkKind, SseParser, parse_chunk
+from inferslice.common.netns import enter_netns
+from inferslice.common.sse import Chunk, ChunkKind, SseParser, parse_chunk
 
 from .client import RequestSettings, send_request
-from .netns import enter_netns
 from .runner import LoadConfig, LoadResult, arrival_offsets, run_load
 from .summary import Goodput, format_report, parse_goodput, summarize
 from .workload import SampledRequest, Workload, WorkloadSpec

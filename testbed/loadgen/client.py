@@ -20,9 +20,9 @@ from typing import Any
 
 import aiohttp
 
+from inferslice.common.sse import StreamTimer
 from inferslice.errors import ParseError
 from inferslice.records import RequestRecord, StreamObserver
-from inferslice.sse import StreamTimer
 
 from .workload import SampledRequest
 

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from types import FrameType
 
-from pyroute2 import netns as pr_netns
+from inferslice.common import netns as netns_
 
 TUNSETIFF = 0x400454CA
 IFF_TUN = 0x0001
@@ -73,7 +73,7 @@ def parse_link(text: str) -> LinkSpec:
 
 def open_tun(netns: str, ifname: str, home_fd: int) -> int:
     """Create TUN device ``ifname`` inside ``netns`` and return its (non-blocking) queue fd."""
-    pr_netns.setns(netns, flags=0, fork=False)
+    netns_.join(netns)
     try:
         fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
@@ -83,7 +83,7 @@ def open_tun(netns: str, ifname: str, home_fd: int) -> int:
             raise
         return fd
     finally:
-        pr_netns.setns(home_fd, flags=0, fork=False)
+        netns_.join_fd(home_fd)
 
 
 def _set_timer_slack(ns: int) -> None:

@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from inferslice.errors import NotPrivilegedError, PermanentError
-from inferslice.registry import (
+from inferslice.common.files import atomic_write_json
+from inferslice.common.registry import (
     DEFAULT_STATE_DIR,
     REGISTRY_FILE,
     FrontEntry,
@@ -28,6 +28,7 @@ from inferslice.registry import (
     Registry,
     write_registry,
 )
+from inferslice.errors import NotPrivilegedError, PermanentError
 from inferslice.testbed.addressing import AddressPlan
 from inferslice.testbed.net import kernel, procs
 from inferslice.testbed.net.htb import DIRECTIONS, HtbClassStats
@@ -110,10 +111,7 @@ def default_services(top: Topology, topology_path: str, state_dir: Path, plan: N
 
 # -- state ---------------------------------------------------------------------------------------
 def _write_state(state_dir: Path, data: dict[str, Any]) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True)
-    tmp = state_dir / (STATE_FILE + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, state_dir / STATE_FILE)
+    atomic_write_json(state_dir / STATE_FILE, data)
 
 
 def _read_state(state_dir: Path) -> dict[str, Any] | None:
@@ -392,7 +390,7 @@ def set_cap(tier: str, cap_bps: float | None, direction: str = "receive", state_
         reg_text = (state_dir / REGISTRY_FILE).read_text()
     except OSError:
         return
-    from inferslice.registry import registry_from_json  # the registry is ours: keep it truthful
+    from inferslice.common.registry import registry_from_json  # the registry is ours: keep it truthful
 
     reg = registry_from_json(reg_text)
     links = tuple(

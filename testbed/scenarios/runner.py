@@ -20,8 +20,8 @@ from typing import Any
 
 import httpx
 
+from inferslice.common.registry import DEFAULT_STATE_DIR, read_registry
 from inferslice.errors import PermanentError, RetryableError, SourceUnavailable
-from inferslice.registry import DEFAULT_STATE_DIR, read_registry
 from inferslice.testbed.net import lifecycle
 from inferslice.testbed.net.plan import net_plan
 from inferslice.testbed.scenarios import fidelity, plots, window

@@ -8,7 +8,7 @@ to the tier's replicas; at most max_ongoing_requests per replica, the rest wait 
 This module composes the parts, one idea each: ``replicas`` (the replica set at the PoPs' engine
 hosts), ``admission`` (the queue), ``proxy`` (forwarding), ``autoscale`` (the pure policy),
 ``admin`` (the admin API on the same listener), ``metrics`` (GET /metrics with Ray Serve's names).
-Every change of the replica set is published with inferslice.registry.write_replicas_fragment.
+Every change of the replica set is published with inferslice.common.registry.write_replicas_fragment.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-from inferslice.registry import ReplicaEntry, write_replicas_fragment
+from inferslice.common.registry import ReplicaEntry, write_replicas_fragment
 from inferslice.testbed.addressing import AddressPlan
 from inferslice.testbed.engine.host import split_hostport
 from inferslice.testbed.service import run_service, wait_for_stop_signal

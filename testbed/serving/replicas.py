@@ -13,7 +13,7 @@ from typing import Any
 
 import aiohttp
 
-from inferslice.registry import ReplicaEntry
+from inferslice.common.registry import ReplicaEntry
 from inferslice.testbed.addressing import AddressPlan
 from inferslice.testbed.serving.router import RouterCore
 from inferslice.topology import Tier

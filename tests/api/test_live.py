@@ -7,7 +7,6 @@ an alert posted to Alertmanager must arrive in ``GET /v1/alerts``. Skipped when 
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -20,15 +19,11 @@ import pytest
 
 from inferslice.api.store import Store
 from inferslice.bottleneck import classify
+from inferslice.common.ports import free_port
 from inferslice.snapshot import snapshot_from_dict
 
 AM_BIN = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait(url: str, timeout_s: float = 20.0) -> None:
@@ -45,7 +40,7 @@ def _wait(url: str, timeout_s: float = 20.0) -> None:
 
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    port = _free_port()
+    port = free_port()
     db = tmp_path / "api.db"
     proc = subprocess.Popen(
         [sys.executable, "-m", "inferslice.cli", "api", "--port", str(port), "--db", str(db), "--log-level", "warning"],
@@ -82,7 +77,7 @@ def test_api_command_serves_and_persists(api: tuple[str, Path]) -> None:
 @pytest.mark.skipif(AM_BIN is None, reason="prometheus-alertmanager is not installed")
 def test_alertmanager_delivers_to_the_webhook(api: tuple[str, Path], tmp_path: Path) -> None:
     base, _ = api
-    am_port = _free_port()
+    am_port = free_port()
     cfg = tmp_path / "am.yml"
     cfg.write_text(
         "route: {receiver: inferslice, group_by: [alertname, slice], group_wait: 1s, group_interval: 1s, repeat_interval: 1h}\n"

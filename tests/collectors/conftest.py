@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import httpx
 import pytest
+
+from inferslice.common.prometheus import Prometheus
 
 Key = tuple[str, tuple[tuple[str, str], ...]]
 Samples = dict[Key, float]
@@ -71,11 +68,6 @@ def histogram(name: str, buckets: dict[float, float], total: float, **labels: st
     out[key(name + "_sum", **labels)] = total
     return out
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class ExpositionServer:
@@ -139,43 +131,13 @@ def require_prometheus() -> None:
 def running_prometheus(workdir: Path, config_yaml: str, data_dir: Path | None = None) -> Iterator[str]:
     """Start a real Prometheus on a free loopback port; yields its base URL; stops it by PID."""
     require_prometheus()
-    cfg = workdir / "prometheus.yml"
-    cfg.write_text(config_yaml)
-    data = data_dir or workdir / "data"
-    port = free_port()
-    log = (workdir / "prometheus.log").open("w")
-    proc = subprocess.Popen(
-        [
-            PROMETHEUS,
-            f"--config.file={cfg}",
-            f"--storage.tsdb.path={data}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--storage.tsdb.retention.time=100y",  # backfilled blocks are dated in the past
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
+    # Backfilled blocks are dated in the past: keep them all.
+    prom = Prometheus(workdir, config_yaml, data_dir=data_dir, retention="100y")
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if httpx.get(url + "/-/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"prometheus did not become ready: {(workdir / 'prometheus.log').read_text()[-2000:]}")
-            time.sleep(0.1)
-        yield url
+        prom.start(timeout_s=20)
+        yield prom.url
     finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
-        log.close()
+        prom.stop()
 
 
 # -- a two-slice world (free, premium) over four targets ------------------------------------------

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from inferslice.collectors import EmbeddedSource, SliceConfig, build_snapshots
-from inferslice.collectors.reference import LearnerState
+from inferslice.collectors import EmbeddedSource, SliceConfig
+from inferslice.common.ports import free_port
 from inferslice.errors import ParseError, SourceUnavailable
 
-from .conftest import EXPECTED, ExpositionServer, free_port, render_text, world
+from .conftest import EXPECTED, ExpositionServer, render_text, world
 
 SLICES = (SliceConfig("free", slo_ttft_p99_s=0.5), SliceConfig("premium", slo_ttft_p99_s=0.5))
 TARGETS = ("engine", "serve", "network", "gpu")
@@ -135,15 +135,3 @@ def test_ring_buffer_is_bounded_by_the_longest_window() -> None:
     assert src.snapshot("free", 20, T0 + 99).output_tokens_per_s == pytest.approx(10.0)
     with pytest.raises(ValueError):
         src.snapshot("free", 60, T0 + 99)
-
-
-def test_build_snapshots_over_embedded(server: ExpositionServer) -> None:
-    src = _source(server)
-    for step in range(3):
-        _serve(server, step)
-        src.poll(T0 + 10 * step)
-    snaps, state = build_snapshots(src, LearnerState(), T0 + 20, 20)
-    assert len(snaps) == 2
-    # free queues (7 waiting): not learned; premium is unconstrained and meets its SLO: learned
-    assert state.of("free").observations == ()
-    assert len(state.of("premium").observations) == 1

@@ -19,9 +19,9 @@ from inferslice.collectors import (
     parse_rayservice,
     parse_serve_applications,
 )
+from inferslice.common.registry import Registry, ReplicaEntry, write_registry, write_replicas_fragment
 from inferslice.deploy.crds import crd_path
 from inferslice.errors import ParseError, SourceUnavailable
-from inferslice.registry import Registry, ReplicaEntry, write_registry, write_replicas_fragment
 
 
 def _replica(rid: str, tier: str, pop: str, state: str = "ready") -> ReplicaEntry:

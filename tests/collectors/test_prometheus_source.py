@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from inferslice.collectors import FieldSettings, PrometheusSource, SliceConfig, parse_query_response
-from inferslice.collectors.fields import promql_duration
+from inferslice.common.promtime import format_duration as promql_duration
 from inferslice.errors import ConfigError, ParseError, SourceUnavailable
 
 SLICES = (SliceConfig("free", 0.5), SliceConfig("premium", 0.5))

@@ -12,7 +12,7 @@ import socket
 
 import aiohttp
 
-from inferslice.exporters.exposition import parse_exposition
+from inferslice.common.exposition import parse_exposition
 from inferslice.testbed.addressing import AddressPlan
 from inferslice.testbed.engine.host import EngineHost
 from inferslice.testbed.loadgen.runner import LoadConfig, run_load

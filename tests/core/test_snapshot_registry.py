@@ -5,8 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from inferslice.errors import InputError, ParseError, SourceUnavailable
-from inferslice.registry import (
+from inferslice.common.registry import (
     FrontEntry,
     LinkEntry,
     Registry,
@@ -15,6 +14,7 @@ from inferslice.registry import (
     write_registry,
     write_replicas_fragment,
 )
+from inferslice.errors import InputError, ParseError, SourceUnavailable
 from inferslice.snapshot import Reference, snapshot_from_dict
 
 
@@ -86,7 +86,7 @@ def test_terminate_kills_what_ignores_sigterm() -> None:
     import subprocess
     import sys
 
-    from inferslice.testbed.monitoring import terminate
+    from inferslice.common.processes import terminate
 
     stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
     proc = subprocess.Popen([sys.executable, "-c", stubborn], stdout=subprocess.PIPE)

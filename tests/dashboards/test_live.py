@@ -5,20 +5,18 @@ variable substitution, and the queries whose metrics are exposed come back non-e
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-import httpx
 import pytest
 from prometheus_client import CollectorRegistry, Gauge, make_wsgi_app
 
 from inferslice import metric_names as m
+from inferslice.common.prometheus import Prometheus, ScrapeJob, prometheus_config
 from inferslice.dashboards import live
+from inferslice.errors import RetryableError
 
 READY_TIMEOUT_S = 20.0  # the first scrape lands ~5 s after start whatever the interval (CONTRACTS.md)
 
@@ -27,11 +25,6 @@ class _Quiet(WSGIRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         pass
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -55,41 +48,18 @@ def exporter() -> Iterator[int]:
 
 @pytest.fixture
 def prometheus(tmp_path: Path, exporter: int) -> Iterator[str]:
-    binary = shutil.which("prometheus") or "/usr/bin/prometheus"
-    if not Path(binary).exists():
+    if shutil.which("prometheus") is None and not Path("/usr/bin/prometheus").exists():
         pytest.skip("prometheus is not installed (Debian package prometheus)")
-    port = _free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-        f"scrape_configs: [{{job_name: inferslice, static_configs: [{{targets: ['127.0.0.1:{exporter}']}}]}}]\n"
-    )
-    proc = subprocess.Popen(
-        [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
+    prom = Prometheus(tmp_path, prometheus_config([ScrapeJob("inferslice", [f"127.0.0.1:{exporter}"])], 1.0))
     try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            try:
-                body = httpx.get(f"{url}/api/v1/query", params={"query": m.SLICE_REPLICAS_MAX}, timeout=1.0).json()
-                if body["data"]["result"]:
-                    break
-            except (httpx.HTTPError, ValueError, KeyError):
-                pass
-            time.sleep(0.5)
-        else:
-            pytest.fail("Prometheus did not scrape the exporter in time")
-        yield url
-    finally:
-        proc.terminate()
+        prom.start(timeout_s=READY_TIMEOUT_S)
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+            prom.wait_for_series(m.SLICE_REPLICAS_MAX, timeout_s=READY_TIMEOUT_S)
+        except RetryableError:
+            pytest.fail("Prometheus did not scrape the exporter in time")
+        yield prom.url
+    finally:
+        prom.stop()
 
 
 def test_every_query_runs_and_exposed_metrics_are_not_empty(prometheus, artefacts):

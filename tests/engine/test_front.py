@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from inferslice.registry import replicas_fragment_path
+from inferslice.common.registry import replicas_fragment_path
 from inferslice.testbed.addressing import AddressPlan
 from inferslice.testbed.engine.host import EngineHost
 from inferslice.testbed.serving import autoscale

@@ -13,6 +13,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from inferslice import metric_names as mn
+from inferslice.common.exposition import parse_exposition
 from inferslice.exporters.base import GuardedCollector
 from inferslice.exporters.engine import (
     Discovered,
@@ -24,7 +25,6 @@ from inferslice.exporters.engine import (
     Target,
     reading_from_exposition,
 )
-from inferslice.exporters.exposition import parse_exposition
 from inferslice.topology import load_topology
 
 TOPOLOGY = load_topology()

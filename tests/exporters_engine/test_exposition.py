@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from inferslice.common.exposition import parse_exposition
 from inferslice.errors import ParseError
-from inferslice.exporters.exposition import parse_exposition
 
 
 @pytest.mark.parametrize("which", ["IDLE", "AFTER"])

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from inferslice.common.exposition import parse_exposition
 from inferslice.errors import ParseError
 from inferslice.exporters.engine import (
     Histogram,
@@ -15,7 +16,6 @@ from inferslice.exporters.engine import (
     merge_histograms,
     reading_from_exposition,
 )
-from inferslice.exporters.exposition import parse_exposition
 
 TTFT_EDGES = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560, math.inf)
 

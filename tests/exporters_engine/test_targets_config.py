@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from inferslice.cli import main
+from inferslice.common.registry import FrontEntry, Registry, ReplicaEntry, write_registry
 from inferslice.errors import ConfigError, ParseError
 from inferslice.exporters import config as exporter_config
 from inferslice.exporters.engine import (
@@ -19,7 +20,6 @@ from inferslice.exporters.engine import (
     targets_from_endpoints,
     targets_from_serve_applications,
 )
-from inferslice.registry import FrontEntry, Registry, ReplicaEntry, write_registry
 
 ENDPOINT_SLICES = {
     "kind": "List",

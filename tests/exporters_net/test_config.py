@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from inferslice import metric_names as mn
+from inferslice.common.registry import LinkEntry, Registry, write_registry
 from inferslice.errors import ConfigError
 from inferslice.exporters.network import collectors_from_config
 from inferslice.exporters.network.kube import pod_items, port_maps_from_pods
 from inferslice.exporters.network.mapping import HtbMap, InterfaceMap, maps_from_links
-from inferslice.registry import LinkEntry, Registry, write_registry
 from inferslice.topology import load_topology
 
 from .conftest import Namespaces, needs_root, registry_with, sh

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from inferslice import metric_names as mn
+from inferslice.common.registry import Registry, ReplicaEntry, write_registry, write_replicas_fragment
 from inferslice.exporters.gpu import collectors_from_config, pods_file_lister
 from inferslice.exporters.gpu.allocation import PidResolver, PodAllocations
 from inferslice.exporters.gpu.nvml import NvmlSource, load_pynvml
-from inferslice.registry import Registry, ReplicaEntry, write_registry, write_replicas_fragment
 from inferslice.topology import load_topology
 
 from .conftest import registry_with

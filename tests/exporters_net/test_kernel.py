@@ -8,8 +8,9 @@ import time
 from prometheus_client import CollectorRegistry
 
 from inferslice import metric_names as mn
+from inferslice.common.netns import in_netns
 from inferslice.exporters.network import HtbMap, HtbSource, InterfaceMap, KernelLinkSource, KernelMaps
-from inferslice.exporters.network.netlink import in_netns, parse_classid
+from inferslice.exporters.network.netlink import parse_classid
 
 from .conftest import Namespaces, needs_root, registry_with, sh
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from inferslice import metric_names as mn
+from inferslice.common.netns import in_netns
 from inferslice.exporters.network import OvsdbConnection, OvsMaps, OvsPortMap, OvsSource, TunnelMap
-from inferslice.exporters.network.netlink import in_netns
 
 from .conftest import Namespaces, needs_root, registry_with, sh
 

@@ -7,9 +7,9 @@ import socket
 import threading
 from pathlib import Path
 
+from inferslice.common.registry import LinkEntry, Registry, write_registry
 from inferslice.exporters.network.config import collectors_from_config, registry_probe
 from inferslice.exporters.network.prober import RttProber
-from inferslice.registry import LinkEntry, Registry, write_registry
 from inferslice.testbed.engine.host import UdpEcho
 
 

@@ -15,9 +15,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
+from inferslice.common.exposition import parse_exposition
 from inferslice.errors import InferSliceError
 from inferslice.exporters.base import GuardedCollector
-from inferslice.exporters.exposition import parse_exposition
 from inferslice.exporters.rows import RowFamily, format_value
 from inferslice.exporters.text import render_families, render_registry
 

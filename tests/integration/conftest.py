@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from inferslice.registry import Registry
+from inferslice.common.registry import Registry
 from inferslice.testbed.lock import testbed_lock
 from inferslice.topology import Topology, load_topology
 

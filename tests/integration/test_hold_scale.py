@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from inferslice.common.promtime import parse_duration as duration_s
 from inferslice.dashboards import build, checks
-from inferslice.dashboards.rules import ALERT_TTFT, duration_s, scaled_duration
+from inferslice.dashboards.rules import ALERT_TTFT, scaled_duration
 from inferslice.topology import load_topology
 
 Pair = tuple[build.Artefacts, build.Artefacts]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import time
 import urllib.request
 from pathlib import Path
@@ -15,21 +14,16 @@ import pytest
 
 from inferslice import metric_names as mn
 from inferslice.cli import main
+from inferslice.common.ports import free_port
 
 from .conftest import ServerBehaviour
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def test_cli_saves_a_vllm_style_result_and_serves_client_metrics(sse_server: tuple[str, ServerBehaviour], tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     url, b = sse_server
     b.ttft_s, b.itl_s = 0.2, 0.0  # 3 rounds of 0.2 s: long enough to scrape mid-run
-    port = _free_port()
+    port = free_port()
     out = tmp_path / "result.json"
     scraped: list[str] = []
 
@@ -59,7 +53,7 @@ async def test_cli_saves_a_vllm_style_result_and_serves_client_metrics(sse_serve
 
 
 def test_cli_unreachable_endpoint_exits_1_with_a_clear_message(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["load", "--url", f"http://127.0.0.1:{_free_port()}", "--model", "m", "--concurrency", "2", "--num-prompts", "3",
+    rc = main(["load", "--url", f"http://127.0.0.1:{free_port()}", "--model", "m", "--concurrency", "2", "--num-prompts", "3",
                "--quiet"])
     err = capsys.readouterr().err
     assert rc == 1

@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import itertools
-import socket
 
 import pytest
 
+from inferslice.common.ports import free_port
 from inferslice.records import RequestRecord
 from inferslice.testbed.loadgen import LoadConfig, WorkloadSpec, run_load
 
 from .conftest import ServerBehaviour
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def test_measured_ttft_itl_tpot_and_tokens_match_the_server_schedule(sse_server: tuple[str, ServerBehaviour]) -> None:
@@ -68,7 +62,7 @@ async def test_crlf_streams_parse_like_lf(sse_server: tuple[str, ServerBehaviour
 
 async def test_unreachable_endpoint_gives_all_failed_records() -> None:
     seen: list[RequestRecord] = []
-    cfg = LoadConfig(url=f"http://127.0.0.1:{_free_port()}", model="m", concurrency=3, num_prompts=6, connect_timeout_s=2)
+    cfg = LoadConfig(url=f"http://127.0.0.1:{free_port()}", model="m", concurrency=3, num_prompts=6, connect_timeout_s=2)
     result = await run_load(cfg, observers=[seen.append])
     assert len(result.records) == 6 and len(seen) == 6
     assert not any(r.success for r in result.records)

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from inferslice.common.sse import ChunkKind, SseParser, parse_chunk
 from inferslice.errors import ParseError
-from inferslice.sse import ChunkKind, SseParser, parse_chunk
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-0.32.0-api"
 

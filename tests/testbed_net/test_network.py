@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from inferslice.registry import Registry, read_registry
+from inferslice.common.registry import Registry, read_registry
 from inferslice.testbed.addressing import AddressPlan
 from inferslice.testbed.net import (
     ServiceSpec,

@@ -8,12 +8,11 @@ Kubernetes the same information comes from the API server instead.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from inferslice.common.files import atomic_write_json
 from inferslice.errors import ParseError, SourceUnavailable
 
 DEFAULT_STATE_DIR = Path("/run/inferslice")
@@ -140,7 +139,7 @@ def replicas_fragment_path(state_dir: str | Path, tier: str) -> Path:
 
 
 def write_replicas_fragment(state_dir: str | Path, tier: str, replicas: list[ReplicaEntry]) -> None:
-    _atomic_write(replicas_fragment_path(state_dir, tier), [asdict(r) for r in replicas])
+    atomic_write_json(replicas_fragment_path(state_dir, tier), [asdict(r) for r in replicas])
 
 
 def _merge_fragments(reg: Registry, state_dir: Path) -> Registry:
@@ -165,21 +164,9 @@ def _merge_fragments(reg: Registry, state_dir: Path) -> Registry:
     )
 
 
-def _atomic_write(p: Path, payload: Any) -> None:
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(payload, fh, indent=1, sort_keys=True)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_registry(reg: Registry, path: str | Path) -> None:
     """Write atomically so a reader never sees half a file. Replica lists live in fragments."""
     p = Path(path)
     if p.is_dir():
         p = p / REGISTRY_FILE
-    _atomic_write(p, reg.to_dict())
+    atomic_write_json(p, reg.to_dict())

@@ -8,6 +8,8 @@ for counters, ``_bucket``/``_count``/``_sum``/``_created`` for histograms, ...);
 matches no declared family becomes an ``untyped`` family of its own. Names may contain ``:``
 (``vllm:num_requests_running``). Consumers that only want values look samples up by their exact
 sample name with ``Exposition.samples(name)``, which works whatever the family grouping was.
+Consumers that store series (the embedded collector) use ``series_samples``: every sample with its
+labels sorted, so the label order an exporter happens to write never splits one series in two.
 """
 
 from __future__ import annotations
@@ -44,10 +46,13 @@ _FAST_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)
 _ESCAPE = re.compile(r"\\(.)")
 
 
+Labels = tuple[tuple[str, str], ...]
+
+
 @dataclass(frozen=True)
 class Sample:
     name: str
-    labels: tuple[tuple[str, str], ...]  # in the order written
+    labels: Labels  # in the order written (sorted by ``series_samples``)
     value: float
     timestamp: float | None = None  # as written: milliseconds (0.0.4) or seconds (OpenMetrics)
 
@@ -303,3 +308,14 @@ def _owner(families: dict[str, _Family], sample_name: str) -> _Family | None:
             if fam is not None and fam.owns(sample_name):
                 return fam
     return None
+
+
+def series_samples(text: str) -> tuple[Sample, ...]:
+    """Every sample of a whole exposition, labels sorted, or ``ParseError``: a half-read scrape must not be stored.
+
+    Timestamps in the exposition are dropped: samples are stamped with the scrape time, as
+    Prometheus does for the usual timestamp-less exporters.
+    """
+    return tuple(
+        Sample(s.name, tuple(sorted(s.labels)), s.value) for fam in parse_exposition(text).families for s in fam.samples
+    )

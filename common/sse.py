@@ -1,7 +1,7 @@
 """Server-sent events as OpenAI-compatible servers stream them, parsed incrementally and purely.
 
-Shared vocabulary: the load generator (testbed.loadgen) and the edge proxy (exporters.edge_proxy)
-both time streams with it and must count tokens identically.
+Shared mechanism: whoever times a stream (the load generator in testbed.loadgen, the vLLM
+fixtures' tests) parses it here, so every reader counts tokens identically.
 
 ``SseParser.feed(bytes)`` accepts arbitrary slices of the byte stream (an event, a line, even a
 UTF-8 character may be split across TCP reads) and returns the ``data`` of every event completed
