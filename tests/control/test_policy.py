@@ -1,0 +1,166 @@
+"""decide(): remedies follow the cause. Expected values are worked out by hand from the settings'
+defaults (target utilisation 0.8, drain 8 s, headroom 1.3, cold start 8 s, reclaim after 60 s)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from inferslice.actions import ActionKind
+from inferslice.control.policy import decide
+from inferslice.control.state import ControlState, control_state_from_dict, mark_applied
+from inferslice.diagnosis import Regime
+from inferslice.snapshot import SliceSnapshot
+
+from .helpers import POLICIES, diag, state_of
+
+Q, N, C, H = Regime.QUEUE_LIMITED, Regime.NETWORK_LIMITED, Regime.COMPUTE_LIMITED, Regime.HEALTHY
+
+
+def test_queue_sized_from_backlog_and_service_rate_not_plus_one() -> None:
+    # 2 ready replicas serve 4 req/s while 20 wait -> 2 req/s per replica; backlog max(20, 4 x 3 s) = 20;
+    # (4 + 20/8) / (2 x 0.8) = 4.06 -> 5 replicas.
+    snap = SliceSnapshot("premium", request_rate=4.0, requests_waiting=20.0, queue_time_p99_s=3.0)
+    ss = state_of("premium", {"premium": 2}, snap)
+    actions, st = decide(diag("premium", Q), ss, POLICIES["premium"], 100.0, ControlState())
+    assert [(a.kind, a.value, a.regime) for a in actions] == [(ActionKind.SET_REPLICAS, 5, "queue_limited")]
+    assert actions[0].expected_by_s == pytest.approx(100.0 + 8.0 + 8.0)
+    assert actions[0].previous == 2 and actions[0].id == "premium-1-set_replicas"
+    assert st.service_rate_rps == pytest.approx(2.0)
+
+
+def test_queue_at_ceiling_reports_admission_policy_once() -> None:
+    snap = SliceSnapshot("free", request_rate=2.5, requests_waiting=6.0, queue_time_p99_s=2.0)
+    ss = state_of("free", {"free": 1}, snap)
+    actions, st = decide(diag("free", Q), ss, POLICIES["free"], 10.0, ControlState())
+    assert actions == []
+    [ev] = [e for e in st.events if e.kind == "at_ceiling"]
+    assert "max_ongoing_requests=12" in ev.message and "1/1 replicas" in ev.message
+    actions, st2 = decide(diag("free", Q), ss, POLICIES["free"], 12.0, st)
+    assert actions == [] and not [e for e in st2.events if e.kind == "at_ceiling"]
+
+
+def test_network_raises_cap_to_demand_with_headroom_and_never_adds_replicas() -> None:
+    # pinned at 0.46 Mbit/s, tokens 220 vs 370 tok/s unconstrained -> demand 0.46 x 370/220 = 0.774 Mbit/s; x 1.3
+    snap = SliceSnapshot(
+        "standard",
+        request_rate=2.0,
+        link_rx_bps=0.46e6,
+        link_cap_bps=0.5e6,
+        output_tokens_per_s=220.0,
+        ref_output_tokens_per_s=370.0,
+        requests_waiting=3.0,
+    )
+    ss = state_of("standard", {"standard": 1}, snap, caps={"standard": 0.5e6})
+    actions, _ = decide(diag("standard", N), ss, POLICIES["standard"], 50.0, ControlState())
+    assert [a.kind for a in actions] == [ActionKind.SET_CAP]
+    assert actions[0].value == pytest.approx(0.46e6 * 370 / 220 * 1.3, rel=1e-6)
+    assert actions[0].previous == 0.5e6
+
+
+def test_network_only_ramp_never_scales_out() -> None:
+    st = ControlState()
+    for i in range(30):
+        snap = SliceSnapshot("premium", request_rate=0.5 + 0.3 * i, link_rx_bps=0.46e6, link_cap_bps=0.5e6, requests_waiting=5.0)
+        ss = state_of("premium", {"premium": 1}, snap, caps={"premium": 0.5e6})
+        actions, st = decide(diag("premium", N), ss, POLICIES["premium"], 2.0 * i, st)
+        assert all(a.kind is not ActionKind.SET_REPLICAS for a in actions), actions
+
+
+def test_compute_moves_contended_replica_to_nearest_free_gpu() -> None:
+    # standard-0 sits on bristol/gpu0 at half its share; free to standard: its own london/gpu1 (9 ms)
+    # and the unreserved dublin/gpu1 (18 ms); bristol/gpu0's other half is Free's guarantee.
+    snap = SliceSnapshot("standard", request_rate=1.0, gpu_share=0.5)
+    ss = state_of("standard", {"standard": 1, "free": 1}, snap, share=0.5)
+    assert ss.free_gpu["bristol/gpu0"] == 0.0 and ss.free_gpu["dublin/gpu1"] == 1.0
+    actions, _ = decide(diag("standard", C), ss, POLICIES["standard"], 5.0, ControlState())
+    [a] = actions
+    assert (a.kind, a.replica, a.value, a.previous) == (ActionKind.RELOCATE, "standard-0", "london/gpu1", "bristol/gpu0")
+    assert "make-before-break" in a.reason
+
+
+def test_compound_acts_in_attribution_order() -> None:
+    snap = SliceSnapshot(
+        "standard",
+        request_rate=3.0,
+        requests_waiting=10.0,
+        queue_time_p99_s=2.0,
+        link_rx_bps=0.46e6,
+        link_cap_bps=0.5e6,
+        output_tokens_per_s=220.0,
+        ref_output_tokens_per_s=370.0,
+    )
+    ss = state_of("standard", {"standard": 1}, snap, caps={"standard": 0.5e6})
+    actions, _ = decide(diag("standard", N, Q), ss, POLICIES["standard"], 5.0, ControlState())
+    assert [a.kind for a in actions] == [ActionKind.SET_CAP, ActionKind.SET_REPLICAS]
+    # 1 ready replica serving 3 req/s -> 3 req/s each; backlog max(10, 3 x 2 s) = 10; (3 + 10/8) / (3 x 0.8) = 1.77 -> 2
+    assert actions[1].value == 2
+
+
+def test_futile_cap_is_rolled_back_and_not_repeated() -> None:
+    snap = SliceSnapshot(
+        "standard", request_rate=2.0, link_rx_bps=0.46e6, link_cap_bps=0.5e6, output_tokens_per_s=220.0, ref_output_tokens_per_s=370.0
+    )
+    ss = state_of("standard", {"standard": 1}, snap, caps={"standard": 0.5e6})
+    p = POLICIES["standard"]
+    [raise_cap], st = decide(diag("standard", N), ss, p, 0.0, ControlState())
+    st = mark_applied(st, raise_cap.id, 1.0)
+    ss2 = replace(ss, cap_bps=float(raise_cap.value))  # type: ignore[arg-type]
+    _, st = decide(diag("standard", N), ss2, p, 3.0, st)  # not yet judged: expected 1 + 4, grace 4
+    actions, st = decide(diag("standard", N), ss2, p, 10.0, st)
+    assert [(a.kind, a.value, a.regime) for a in actions] == [(ActionKind.SET_CAP, 0.5e6, "rollback")]
+    assert [e.kind for e in st.events] == ["futile"]
+    assert ("network_limited", "set_cap") in st.futile
+    actions, st = decide(diag("standard", N), replace(ss, cap_bps=0.5e6), p, 12.0, st)
+    assert all(a.kind is not ActionKind.SET_CAP for a in actions)
+    assert any(e.kind == "budget_exhausted" for e in st.events)  # no PoP with more headroom toward the client
+
+
+def test_reclaim_after_healthy_period_one_step() -> None:
+    snap = SliceSnapshot("premium", request_rate=1.0, requests_waiting=0.0)
+    ss = state_of("premium", {"premium": 4}, snap)
+    p = POLICIES["premium"]
+    st = ControlState()
+    out = []
+    for t in range(0, 62, 2):
+        actions, st = decide(diag("premium", H), ss, p, float(t), st)
+        out.extend((t, a) for a in actions)
+    # 1 req/s fits 3 replicas at prior 1 req/s each under 60 %: one step at t = 60, none before
+    assert [(t, a.kind, a.value, a.regime) for t, a in out] == [(60, ActionKind.SET_REPLICAS, 3, "reclaim")]
+
+
+def test_forecast_prescales_one_cold_start_ahead() -> None:
+    p = POLICIES["premium"]
+    st = ControlState()
+    first = None
+    for i in range(40):
+        rate = 0.05 * (i + 1)
+        snap = SliceSnapshot("premium", request_rate=rate, requests_waiting=0.0)
+        actions, st = decide(diag("premium", H), state_of("premium", {"premium": 1}, snap), p, 2.0 * i, st)
+        if actions:
+            first = (rate, actions[0])
+            break
+    assert first is not None
+    rate, a = first
+    assert a.regime == "forecast" and a.kind is ActionKind.SET_REPLICAS and a.value == 2
+    assert rate < 0.8  # before one replica's capacity at 80 % utilisation is reached
+    assert a.expected_by_s is not None and a.decided_s is not None
+    assert a.expected_by_s - a.decided_s == pytest.approx(8.0)
+
+
+def test_same_inputs_same_ids_and_state_roundtrip() -> None:
+    snap = SliceSnapshot("premium", request_rate=4.0, requests_waiting=20.0, queue_time_p99_s=3.0)
+    ss = state_of("premium", {"premium": 2}, snap)
+    a1, s1 = decide(diag("premium", Q), ss, POLICIES["premium"], 100.0, ControlState())
+    a2, s2 = decide(diag("premium", Q), ss, POLICIES["premium"], 100.0, ControlState())
+    assert a1 == a2 and s1 == s2
+    assert control_state_from_dict(s1.to_dict()) == s1
+
+
+def test_unknown_or_weak_diagnosis_changes_nothing() -> None:
+    snap = SliceSnapshot("premium", request_rate=4.0, requests_waiting=20.0)
+    ss = state_of("premium", {"premium": 2}, snap)
+    for d in (diag("premium", Regime.UNKNOWN), diag("premium", Q, confidence=0.1), None):
+        actions, _ = decide(d, ss, POLICIES["premium"], 1.0, ControlState())
+        assert actions == []
