@@ -1,0 +1,51 @@
+"""Check the demo's phase verdicts: ``python3 .ci/demo_verdicts.py demo-out/demo-summary.json``.
+
+Exit 0 when the demo wrote one verdict per phase and tier and every one is met; 1 otherwise, with
+each verdict not met on stderr. Standard library only (CI runs it with the system python3).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def problems(summary: dict[str, Any]) -> tuple[list[str], str]:
+    """(what is wrong, one-line summary) of a demo summary."""
+    verdicts: list[dict[str, Any]] = summary.get("verdicts", [])
+    phases: list[dict[str, Any]] = summary.get("phases", [])
+    tiers = {v.get("tier") for v in verdicts}
+    if not phases or not verdicts or len(verdicts) != len(phases) * len(tiers):
+        got = f"got {len(verdicts)} for {len(phases)} phases x {len(tiers)} tiers"
+        return [f"expected one verdict per phase and tier, {got}"], "no full report"
+    bad = [
+        f"NOT MET {v.get('phase')} / {v.get('tier')}: expected {v.get('expected')}, "
+        f"diagnosed {v.get('observed')} in {v.get('windows')} windows"
+        for v in verdicts
+        if v.get("ok") is not True
+    ]
+    met = len(verdicts) - len(bad)
+    return bad, f"{met}/{len(verdicts)} phase verdicts met, {summary.get('alerts', 0)} alerts delivered to the API"
+
+
+def main(argv: list[str]) -> int:
+    path = Path(argv[1]) if len(argv) > 1 else Path("demo-out/demo-summary.json")
+    if not path.is_file():
+        print(f"CI: the demo wrote no {path}", file=sys.stderr)
+        return 1
+    try:
+        summary = json.loads(path.read_text())
+    except ValueError as err:
+        print(f"CI: {path} is not JSON: {err}", file=sys.stderr)
+        return 1
+    bad, line = problems(summary)
+    for item in bad:
+        print(f"  {item}", file=sys.stderr)
+    print(f"CI: {line}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

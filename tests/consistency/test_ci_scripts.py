@@ -1,0 +1,79 @@
+"""The CI helpers (.ci/): the demo verdict check and the JUnit summary, on made-up reports."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / ".ci" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _summary(ok: list[bool], tiers: tuple[str, ...] = ("free", "standard", "premium")) -> dict[str, object]:
+    phases = ["baseline", "three regimes", "remedies"]
+    verdicts = []
+    flags = iter(ok)
+    for phase in phases:
+        for tier in tiers:
+            verdicts.append({"phase": phase, "tier": tier, "expected": "healthy", "observed": "healthy", "windows": 9, "ok": next(flags)})
+    return {"verdicts": verdicts, "alerts": 3, "phases": [{"name": p, "start_s": 0.0, "end_s": 1.0} for p in phases]}
+
+
+def test_every_verdict_met_passes() -> None:
+    bad, line = _load("demo_verdicts").problems(_summary([True] * 9))
+    assert bad == [] and line.startswith("9/9 phase verdicts met")
+
+
+def test_a_verdict_not_met_is_named() -> None:
+    ok = [True] * 9
+    ok[4] = False  # three regimes / standard
+    bad, line = _load("demo_verdicts").problems(_summary(ok))
+    assert len(bad) == 1 and "three regimes / standard" in bad[0] and line.startswith("8/9")
+
+
+def test_a_missing_verdict_fails_even_if_the_rest_are_met() -> None:
+    summary = _summary([True] * 9)
+    summary["verdicts"] = summary["verdicts"][:-1]  # type: ignore[index]
+    bad, _ = _load("demo_verdicts").problems(summary)
+    assert bad and "one verdict per phase and tier" in bad[0]
+
+
+def test_the_verdict_script_exits_by_the_report(tmp_path: Path) -> None:
+    script = ROOT / ".ci" / "demo_verdicts.py"
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(_summary([True] * 9)))
+    bad.write_text(json.dumps(_summary([False] + [True] * 8)))
+    assert subprocess.run([sys.executable, str(script), str(good)], capture_output=True).returncode == 0
+    assert subprocess.run([sys.executable, str(script), str(bad)], capture_output=True).returncode == 1
+    assert subprocess.run([sys.executable, str(script), str(tmp_path / "absent.json")], capture_output=True).returncode == 1
+
+
+def test_junit_summary_counts_and_lists_failures_and_skips() -> None:
+    xml = """<testsuites><testsuite name="pytest" tests="3" failures="1" errors="0" skipped="1">
+      <testcase classname="tests.a" name="test_ok"/>
+      <testcase classname="tests.a" name="test_bad"><failure message="assert 1 == 2"/></testcase>
+      <testcase classname="tests.b" name="test_root"><skipped message="needs root"/></testcase>
+    </testsuite></testsuites>"""
+    lines = _load("junit_summary").summarise(xml)
+    assert lines[0] == "pytest: 3 tests, 1 failed, 0 errors, 1 skipped"
+    assert any("failure" in x and "tests.a::test_bad" in x and "assert 1 == 2" in x for x in lines)
+    assert any("skipped" in x and "needs root" in x for x in lines)
+    assert not any("test_ok" in x for x in lines)
+
+
+def test_ci_run_is_valid_bash_and_runs_both_readme_commands() -> None:
+    run = ROOT / ".ci" / "run"
+    assert subprocess.run(["bash", "-n", str(run)], capture_output=True).returncode == 0
+    text = run.read_text()
+    assert "git clone" in text and "make demo DEMO_PHASE_S=" in text and "make test" in text
