@@ -3,6 +3,11 @@ concurrency) or open-loop arrivals (Poisson, or gamma with vllm bench's burstine
 duration and/or a number of prompts. Every finished request becomes a ``RequestRecord`` handed
 to each observer as it completes; ``run_load`` returns them with the vllm-bench-style summary.
 
+Before the run the server is asked for the model's ``max_model_len`` (GET /v1/models) and, where it
+has vLLM's /tokenize, its tokenizer's word costs (server_info): every request then fits the context
+(pairs that would not are dropped and redrawn, as vLLM filters ShareGPT) and prompts have exactly
+their drawn token count.
+
 When the bound is reached no new request starts; requests in flight finish (each is bounded by
 ``request_timeout_s``) and the run's duration runs until the last one ends, as in vllm bench.
 Observer exceptions propagate: an observer is our own code, and a bug there must not be hidden.
@@ -11,6 +16,7 @@ Observer exceptions propagate: an observer is our own code, and a bug there must
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import time
 from collections.abc import Sequence
@@ -24,8 +30,9 @@ from inferslice.errors import ConfigError
 from inferslice.records import RecordObserver, RequestRecord, StreamObserver
 
 from .client import ENDPOINT_PATHS, RequestSettings, make_session, send_request
+from .server_info import ModelInfo, TokenCosts, fetch_model_info, fetch_token_costs
 from .summary import Goodput, summarize
-from .workload import Workload, WorkloadSpec
+from .workload import WORDS, Workload, WorkloadSpec
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,7 @@ class LoadConfig:
     # duration-bound step far past its nominal length.
     drain_timeout_s: float | None = None
     prompt_tokens_hint: bool = False  # send X-Prompt-Tokens (the engine emulator's exact-count extension)
+    probe_server: bool = True  # read max_model_len and the tokenizer's word costs before the run (server_info)
 
     def __post_init__(self) -> None:
         if (self.concurrency is None) == (self.request_rate_rps is None):
@@ -124,11 +132,13 @@ def arrival_offsets(rng: np.random.Generator, rate_rps: float, burstiness: float
 
 
 class _Run:
-    def __init__(self, config: LoadConfig, observers: Sequence[RecordObserver], stop: asyncio.Event | None) -> None:
+    def __init__(
+        self, config: LoadConfig, observers: Sequence[RecordObserver], stop: asyncio.Event | None, costs: TokenCosts | None = None
+    ) -> None:
         self.config = config
         self.observers = list(observers)
         self.stop = stop or asyncio.Event()
-        self.workload = Workload(config.workload, config.seed)
+        self.workload = Workload(config.workload, config.seed, costs)
         streams: tuple[StreamObserver, ...] = tuple(o for o in self.observers if isinstance(o, StreamObserver))  # type: ignore[misc]
         self.settings = _settings(config, streams)
         self.records: list[RequestRecord] = []
@@ -234,11 +244,24 @@ def _settings(config: LoadConfig, stream_observers: tuple[StreamObserver, ...] =
                            config.prompt_tokens_hint, stream_observers)
 
 
-async def _warm_up(config: LoadConfig, session: Any) -> list[RequestRecord]:
+async def fit_to_server(config: LoadConfig, session: Any) -> tuple[LoadConfig, ModelInfo | None, TokenCosts | None]:
+    """The config with its workload bounded by the server's context, the model card, the word costs."""
+    if not config.probe_server:
+        return config, None, None
+    info = await fetch_model_info(session, config.url, config.model)
+    costs = await fetch_token_costs(session, config.url, config.model, config.endpoint, WORDS)
+    if info is None or info.max_model_len is None:
+        return config, info, costs
+    room = info.max_model_len - costs.template_tokens
+    ctx = room if config.workload.context_tokens is None else min(room, config.workload.context_tokens)
+    return dataclasses.replace(config, workload=dataclasses.replace(config.workload, context_tokens=ctx)), info, costs
+
+
+async def _warm_up(config: LoadConfig, session: Any, costs: TokenCosts | None = None) -> list[RequestRecord]:
     if config.num_warmups <= 0:
         return []
     # Warm-ups use their own seed stream so the measured requests stay identical with or without them.
-    wl = Workload(config.workload, config.seed + 1_000_003)
+    wl = Workload(config.workload, config.seed + 1_000_003, costs)
     settings = _settings(config)
     width = config.concurrency or config.max_concurrency or config.num_warmups
     sem = asyncio.Semaphore(width)
@@ -253,9 +276,10 @@ async def _warm_up(config: LoadConfig, session: Any) -> list[RequestRecord]:
 async def run_load(config: LoadConfig, observers: Sequence[RecordObserver] = (), stop: asyncio.Event | None = None) -> LoadResult:
     """Run one load to its bound (or until ``stop`` is set) and summarise it. Never raises for
     server or network failures: those are failed records."""
-    run = _Run(config, observers, stop)
     async with make_session(config.connect_timeout_s, config.request_timeout_s) as session:
-        warmups = await _warm_up(config, session)
+        config, info, costs = await fit_to_server(config, session)
+        run = _Run(config, observers, stop, costs)
+        warmups = await _warm_up(config, session, costs)
         t0 = time.perf_counter()
         if config.concurrency is not None:
             await run.closed_loop(session, t0)
@@ -264,6 +288,10 @@ async def run_load(config: LoadConfig, observers: Sequence[RecordObserver] = (),
         duration = time.perf_counter() - t0
     meta = config.run_meta()
     meta["num_prompts"] = len(run.records)
+    meta["dataset_name"] = config.workload.dataset
+    meta["max_model_len"] = info.max_model_len if info is not None else None
+    meta["context_filter"] = "drop"  # over-long pairs are dropped and redrawn, never truncated
+    meta["prompt_token_costs"] = costs.source if costs is not None else "rule"
     if config.drain_timeout_s is not None:
         meta["cancelled"] = run.cancelled
     summary = summarize(run.records, duration, goodput=config.goodput, percentiles=config.percentiles, meta=meta,

@@ -15,6 +15,7 @@ runs have none.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -66,6 +67,26 @@ def parse_goodput(items: Iterable[str]) -> Goodput:
     if not values:
         raise InputError("no goodput SLO given", field="goodput")
     return Goodput(values.get("ttft"), values.get("tpot"), values.get("e2el"))
+
+
+_NUMBER = re.compile(r"(?<![A-Za-z_])\d+")  # each digit run: 10.0.0.1 -> N.N.N.N, 0.25 -> N.N
+_QUOTED = re.compile(r"'input': (?:'[^']*'|\"[^\"]*\"|[^,}]*)")
+_MESSAGE_CHARS = 200  # vLLM's context-length message in full; past that, request-specific detail
+
+
+def error_group(error: str | None) -> tuple[str, str]:
+    """(status, "status: normalised message") of a failed record's error: numbers become N and the
+    echoed input of a validation error is elided, so "context length is 256 ... has 300 input tokens"
+    and "... has 412 input tokens" are one group. The status is the HTTP status, or the client-side
+    kind (timeout, malformed_stream, an aiohttp exception class) for errors without one."""
+    if not error:
+        return "unknown", "unknown"
+    status, sep, message = error.partition(": ")
+    if not sep:
+        status, message = error, ""
+    message = _QUOTED.sub("'input': ...", message)
+    message = " ".join(_NUMBER.sub("N", message).split())[:_MESSAGE_CHARS]
+    return status, f"{status}: {message}".rstrip(": ") if message else status
 
 
 def percentile_key(p: float) -> str:
@@ -169,10 +190,14 @@ def summarize(
     if goodput is not None:
         out["goodput_config"] = goodput.as_dict()
     errors: dict[str, int] = {}
+    statuses: dict[str, int] = {}
     for r in records:
         if not r.success:
-            errors[r.error or "unknown"] = errors.get(r.error or "unknown", 0) + 1
-    out["errors_by_type"] = dict(sorted(errors.items(), key=lambda kv: -kv[1]))
+            status, key = error_group(r.error)
+            errors[key] = errors.get(key, 0) + 1
+            statuses[status] = statuses.get(status, 0) + 1
+    out["errors_by_type"] = dict(sorted(errors.items(), key=lambda kv: (-kv[1], kv[0])))
+    out["errors_by_status"] = dict(sorted(statuses.items(), key=lambda kv: (-kv[1], kv[0])))
     out.update(m)  # remaining caller keys (slice, endpoint, ...) go last and win
     return out
 
