@@ -1,9 +1,12 @@
 """Learn a slice's reference (its unconstrained behaviour) from healthy windows. Pure.
 
-Only latency centres (TTFT/TPOT p50 and mean) are learned: they barely move with load while a
-slice is healthy. Output tokens/s grows with load, so a throughput reference learned at one load
-would misjudge another; it comes from configuration or from the input (``ref_output_tokens_per_s``).
-A configured reference is never overwritten.
+Learned: latency centres and tails (TTFT/TPOT p50, mean, P99; a P99 is judged against a P99), the
+output token rate they were measured at, and the decode load relation: each window at a token rate
+at least ``min_rate_step`` away from the reference's gives one estimate of the saturation rate of
+``TPOT = a / (1 - rate / saturation)`` (the line through the two points in ``1/TPOT`` vs rate),
+averaged like the rest. Throughput alone would misjudge another load; paired with the TPOT it was
+measured at and the relation, it lets the classifier tell load from contention. A configured
+reference is never overwritten.
 """
 
 from __future__ import annotations
@@ -17,7 +20,11 @@ from inferslice.snapshot import Reference, SliceSnapshot
 @dataclass(frozen=True)
 class LearningPolicy:
     alpha: float = 0.1  # EWMA weight of one window: ~10 windows (20 s at a 2 s scrape) to follow a real shift
-    min_confidence: float = 0.6  # learn only from windows the classifier is sure are healthy
+    # Healthy windows judged without a reference stay below the classifier's confident bar (0.55): the
+    # first windows must still teach it, so the bar sits just under that cap.
+    min_confidence: float = 0.5
+    min_rate_step: float = 0.2  # a saturation estimate needs the token rate 20 % away from the reference's: closer is noise
+    max_saturation_ratio: float = 10.0  # TPOT flat across loads: saturation far away, capped at 10x the reference rate
     min_samples: int = 5  # a learned reference judges only after 5 windows (10 s at a 2 s scrape): one window's few requests mislead
 
 
@@ -50,13 +57,33 @@ def learn_reference(
         ttft_mean_s=_ewma(base.ttft_mean_s, snapshot.ttft_mean_s, a),
         tpot_p50_s=_ewma(base.tpot_p50_s, snapshot.tpot_p50_s, a),
         tpot_mean_s=_ewma(base.tpot_mean_s, snapshot.tpot_mean_s, a),
-        output_tokens_per_s=base.output_tokens_per_s,
+        output_tokens_per_s=_ewma(base.output_tokens_per_s, snapshot.output_tokens_per_s, a),
+        ttft_p99_s=_ewma(base.ttft_p99_s, snapshot.ttft_p99_s, a),
+        tpot_p99_s=_ewma(base.tpot_p99_s, snapshot.tpot_p99_s, a),
+        tokens_per_s_saturation=_ewma(base.tokens_per_s_saturation, _saturation(base, snapshot, policy), a),
         source="learned",
         samples=base.samples + 1,
     )
     if all(v is None for v in (learned.ttft_p50_s, learned.ttft_mean_s, learned.tpot_p50_s, learned.tpot_mean_s)):
         return current
     return learned
+
+
+def _saturation(ref: Reference, snap: SliceSnapshot, policy: LearningPolicy) -> float | None:
+    """One estimate of the decode saturation rate from the reference point and this window."""
+    r0, t0 = ref.output_tokens_per_s, ref.tpot_p50_s if ref.tpot_p50_s is not None else ref.tpot_mean_s
+    r1 = snap.output_tokens_per_s
+    t1 = snap.tpot_p50_s if snap.tpot_p50_s is not None else snap.tpot_mean_s
+    if r0 is None or t0 is None or r1 is None or t1 is None or min(r0, t0, r1, t1) <= 0:
+        return None
+    if abs(r1 - r0) < policy.min_rate_step * r0:
+        return None
+    slope = (1.0 / t0 - 1.0 / t1) / (r1 - r0)  # 1/TPOT falls by `slope` per token/s
+    cap = policy.max_saturation_ratio * max(r0, r1)
+    if slope <= 0:
+        return cap
+    # A healthy window ran below saturation: the estimate never falls under the rates seen.
+    return min(cap, max(r0 + 1.0 / (slope * t0), 1.05 * max(r0, r1)))
 
 
 def usable_reference(reference: Reference | None, policy: LearningPolicy | None = DEFAULT_LEARNING) -> Reference | None:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from inferslice.bottleneck.attribution import LinkState, Refs
 from inferslice.bottleneck.thresholds import Thresholds
 from inferslice.diagnosis import Evidence, SloState
 from inferslice.snapshot import SliceSnapshot
 
 TTFT_FIELDS = ("ttft_p50_s", "ttft_p99_s", "ttft_mean_s")
 TPOT_FIELDS = ("tpot_p50_s", "tpot_p99_s", "tpot_mean_s")
-LINK_FIELDS = ("link_rx_bps", "link_cap_bps")
+LINK_FIELDS = ("link_rx_bps", "link_cap_bps", "link_capacity_bps")
 QUEUE_FIELDS = ("requests_waiting", "queue_time_p99_s", "replicas", "replicas_max")
 COMPUTE_FIELDS = ("gpu_utilization", "kv_cache_usage", "preemptions_per_s", "gpu_share")
 
@@ -40,42 +41,31 @@ def slo_ttft_s(snap: SliceSnapshot, th: Thresholds) -> float:
     return snap.slo_ttft_p99_s if snap.slo_ttft_p99_s is not None and snap.slo_ttft_p99_s > 0 else th.default_slo_ttft_p99_s
 
 
-def ttft(snap: SliceSnapshot, th: Thresholds) -> Reading:
-    """Is TTFT inflated, against the slice's reference and/or its SLO?"""
+def ttft(snap: SliceSnapshot, th: Thresholds, refs: Refs) -> Reading:
+    """Is TTFT inflated, against the slice's reference (P99 against the P99) and/or its SLO?"""
     slo = slo_ttft_s(snap, th)
     ev: list[Evidence] = []
-    used_ref = False
+    used_ref = refs.ttft_kind != "fallback"
     if snap.ttft_p99_s is not None:
         ev.append(Evidence("ttft_p99_s", snap.ttft_p99_s, threshold=slo, crossed=snap.ttft_p99_s > slo, note="P99 TTFT vs SLO"))
-    ref_center = snap.ref_ttft_p50_s if snap.ref_ttft_p50_s is not None else snap.ref_ttft_mean_s
-    for field, value, ref in (
-        ("ttft_p50_s", snap.ttft_p50_s, snap.ref_ttft_p50_s if snap.ref_ttft_p50_s is not None else snap.ref_ttft_mean_s),
-        ("ttft_mean_s", snap.ttft_mean_s, snap.ref_ttft_mean_s if snap.ref_ttft_mean_s is not None else snap.ref_ttft_p50_s),
-    ):
-        if value is None:
-            continue
-        if ref is not None and ref > 0:
-            used_ref = True
-            ev.append(_ratio_evidence(field, value, ref, th.ttft_inflation_ratio, "TTFT vs reference"))
-        else:
-            # A median or mean above the P99 SLO means the SLO is certainly breached.
-            ev.append(Evidence(field, value, threshold=slo, crossed=value > slo, note="no TTFT reference: vs SLO"))
-    if snap.ttft_p99_s is not None and ref_center is not None and ref_center > 0:
-        used_ref = True
-        ev.append(
-            _ratio_evidence("ttft_p99_s_vs_ref", snap.ttft_p99_s, ref_center, th.ttft_tail_inflation_ratio, "P99 TTFT vs reference centre")
-        )
+    center = snap.ttft_p50_s if snap.ttft_p50_s is not None else snap.ttft_mean_s
+    field = "ttft_p50_s" if snap.ttft_p50_s is not None else "ttft_mean_s"
+    if center is not None and refs.ttft_p50 is not None:
+        note = "TTFT vs reference" if used_ref else "no TTFT reference: vs SLO-derived fallback"
+        ev.append(_ratio_evidence(field, center, refs.ttft_p50, th.ttft_inflation_ratio, note))
+    if snap.ttft_p99_s is not None and refs.ttft_p99 is not None and used_ref:
+        note = "P99 TTFT vs reference P99" + (" (tail prior)" if refs.ttft_tail_kind == "tail_prior" else "")
+        ev.append(_ratio_evidence("ttft_p99_s_vs_ref", snap.ttft_p99_s, refs.ttft_p99, th.ttft_tail_inflation_ratio, note))
     if not ev:
         return Reading(None, missing=TTFT_FIELDS)
     return Reading(any(e.crossed for e in ev), tuple(ev), used_reference=used_ref or snap.slo_ttft_p99_s is not None)
 
 
-def tpot(snap: SliceSnapshot, th: Thresholds) -> Reading:
-    """Is TPOT (token delivery) inflated against the reference, the TPOT SLO or the absolute fallback?"""
+def tpot(snap: SliceSnapshot, th: Thresholds, refs: Refs) -> Reading:
+    """Is TPOT inflated against the reference (like with like), the TPOT SLO or the absolute fallback?"""
     ev: list[Evidence] = []
-    used_ref = False
+    used_ref = refs.tpot_kind != "fallback" or (snap.slo_tpot_p99_s is not None and snap.slo_tpot_p99_s > 0)
     if snap.slo_tpot_p99_s is not None and snap.tpot_p99_s is not None and snap.slo_tpot_p99_s > 0:
-        used_ref = True
         ev.append(
             Evidence(
                 "tpot_p99_s",
@@ -85,19 +75,14 @@ def tpot(snap: SliceSnapshot, th: Thresholds) -> Reading:
                 note="vs TPOT SLO",
             )
         )
-    ref_p50 = snap.ref_tpot_p50_s if snap.ref_tpot_p50_s is not None and snap.ref_tpot_p50_s > 0 else None
-    ref_mean = snap.ref_tpot_mean_s if snap.ref_tpot_mean_s is not None and snap.ref_tpot_mean_s > 0 else None
-    center = ref_p50 if ref_p50 is not None else ref_mean
-    if center is not None:
-        used_ref = True
-        if snap.tpot_p50_s is not None:
-            ev.append(_ratio_evidence("tpot_p50_s", snap.tpot_p50_s, ref_p50 or center, th.tpot_inflation_ratio, "TPOT vs reference"))
-        if snap.tpot_mean_s is not None:
-            ev.append(_ratio_evidence("tpot_mean_s", snap.tpot_mean_s, ref_mean or center, th.tpot_inflation_ratio, "TPOT vs reference"))
-        if snap.tpot_p99_s is not None:
-            ev.append(
-                _ratio_evidence("tpot_p99_s_vs_ref", snap.tpot_p99_s, center, th.tpot_tail_inflation_ratio, "P99 TPOT vs reference centre")
-            )
+    if refs.tpot_kind != "fallback":
+        for field in ("tpot_p50_s", "tpot_mean_s"):
+            value = getattr(snap, field)
+            if value is not None and refs.tpot_p50 is not None:
+                ev.append(_ratio_evidence(field, value, refs.tpot_p50, th.tpot_inflation_ratio, "TPOT vs reference"))
+        if snap.tpot_p99_s is not None and refs.tpot_p99 is not None:
+            note = "P99 TPOT vs reference P99" + (" (tail prior)" if refs.tpot_tail_kind == "tail_prior" else "")
+            ev.append(_ratio_evidence("tpot_p99_s_vs_ref", snap.tpot_p99_s, refs.tpot_p99, th.tpot_tail_inflation_ratio, note))
     elif not used_ref:
         for field in TPOT_FIELDS:
             value = getattr(snap, field)
@@ -113,7 +98,7 @@ def tpot(snap: SliceSnapshot, th: Thresholds) -> Reading:
                 )
     if not ev:
         return Reading(None, missing=TPOT_FIELDS)
-    missing = () if used_ref else ("ref_tpot_p50_s",)
+    missing = () if refs.tpot_kind != "fallback" else ("ref_tpot_p50_s",)
     return Reading(any(e.crossed for e in ev), tuple(ev), missing=missing, used_reference=used_ref)
 
 
@@ -130,24 +115,36 @@ def tokens(snap: SliceSnapshot, th: Thresholds) -> Reading:
     return Reading(e.crossed, (e,), used_reference=True)
 
 
-def link(snap: SliceSnapshot, th: Thresholds) -> Reading:
-    """Is the link at its cap? Saturation alone is reported, never judged: the classifier decides."""
-    rates = [r for r in (snap.link_rx_bps, snap.link_tx_bps) if r is not None]
-    cap = snap.link_cap_bps
-    if not rates or cap is None or cap <= 0:
-        missing = tuple(f for f, v in (("link_rx_bps", rates or None), ("link_cap_bps", cap if cap else None)) if v is None)
+def link(snap: SliceSnapshot, th: Thresholds, state: LinkState) -> Reading:
+    """Is the link at its cap (or, uncapped, at the interface's physical rate)? Reported, never judged alone."""
+    if not state.known or state.utilization is None:
+        missing = tuple(
+            f for f, v in (("link_rx_bps", snap.link_rx_bps), ("link_cap_bps", snap.link_cap_bps or snap.link_capacity_bps)) if v is None
+        )
         return Reading(None, missing=missing)
-    peak = max(rates)
-    util = peak / cap
-    e = Evidence(
-        "link_utilization",
-        util,
-        reference=cap,
-        threshold=th.link_binding_ratio,
-        crossed=util >= th.link_binding_ratio,
-        note=f"max(rx, tx) {peak:.4g} bps of cap {cap:.4g} bps",
-    )
-    return Reading(e.crossed, (e,))
+    cap = snap.link_cap_bps if state.against == "cap" else snap.link_capacity_bps
+    ev = [
+        Evidence(
+            "link_utilization",
+            state.utilization,
+            reference=cap,
+            threshold=th.link_binding_ratio,
+            crossed=state.binding,
+            note=f"rx {snap.link_rx_bps:.4g} bps of {'cap' if state.against == 'cap' else 'physical capacity (uncapped)'} {cap:.4g} bps",
+        )
+    ]
+    if state.token_rate_max is not None:
+        ev.append(
+            Evidence(
+                "link_token_rate_max",
+                state.token_rate_max,
+                reference=snap.output_tokens_per_s,
+                note=f"tokens/s the link carries at {state.bits_per_token:.4g} bits per streamed token",
+            )
+        )
+    if state.pacing_floor_s is not None:
+        ev.append(Evidence("tpot_pacing_floor_s", state.pacing_floor_s, note="TPOT the link imposes on the streams in flight"))
+    return Reading(state.binding, tuple(ev))
 
 
 def queue(snap: SliceSnapshot, th: Thresholds) -> Reading:
@@ -259,3 +256,20 @@ def slo_state(snap: SliceSnapshot, th: Thresholds) -> SloState:
     if SloState.AT_RISK in (ttft_state, tpot_state):
         return SloState.AT_RISK
     return SloState.MET
+
+
+def slo_signal(snap: SliceSnapshot, th: Thresholds, state: SloState) -> str | None:
+    """With the SLO at risk or breached: the statistic nearest (or furthest over) its SLO."""
+    if state not in (SloState.AT_RISK, SloState.BREACHED):
+        return None
+    slo = slo_ttft_s(snap, th)
+    ratios: list[tuple[float, str]] = []
+    for field, value, limit in (
+        ("ttft_p99_s", snap.ttft_p99_s, slo),
+        ("ttft_p50_s", snap.ttft_p50_s, slo),
+        ("ttft_mean_s", snap.ttft_mean_s, slo),
+        ("tpot_p99_s", snap.tpot_p99_s, snap.slo_tpot_p99_s),
+    ):
+        if value is not None and limit is not None and limit > 0:
+            ratios.append((value / limit, field))
+    return max(ratios)[1] if ratios else None

@@ -18,14 +18,30 @@ class Thresholds:
 
     # -- latency inflation against the slice's reference ---------------------------------------
     ttft_inflation_ratio: float = 3.0  # same statistic (p50/mean): queueing multiplies TTFT ~10x, load noise < 2x
-    ttft_tail_inflation_ratio: float = 5.0  # P99 against a median/mean reference: unloaded tails sit ~2-3x above the median
+    ttft_tail_inflation_ratio: float = 3.0  # P99 against the reference's P99 (like with like): the same order-of-magnitude rule
     tpot_inflation_ratio: float = 1.5  # same statistic: while a tier queues TPOT stays ~24-27 ms on a ~25 ms reference
-    tpot_tail_inflation_ratio: float = 2.0  # P99 against a median reference: unconstrained P99 26-38 ms vs median 24-27 ms
+    tpot_tail_inflation_ratio: float = 2.0  # P99 against the reference's P99: tails are noisier than medians (26-38 vs 24-27 ms)
+    ttft_tail_prior: float = 2.5  # reference P99/median TTFT when only the median is known: unloaded tails sit ~2-3x above it
+    tpot_tail_prior: float = 1.4  # reference P99/median TPOT when only the median is known: brief 26-38 ms over 24-27 ms
+    fallback_ttft_ref_slo_fraction: float = 0.2  # no TTFT reference: the brief's unloaded P99 TTFT ~0.1 s under a 0.5 s SLO
     fallback_tpot_s: float = 0.1  # no reference and no TPOT SLO: unconstrained P99 TPOT 26-38 ms, throttled 150-280 ms
 
     # -- network ----------------------------------------------------------------------------------
-    link_binding_ratio: float = 0.9  # a 0.5 Mbps cap pinned the receive rate at 0.46 Mbps (0.92 x cap)
+    # A shaper delivers 85-95 % of its nominal rate (the paper's 0.5 Mbit/s cap measured 0.46): the cut sits
+    # below that band so the verdict never hinges on shaper noise; a link "at its cap" only lets the
+    # network take a share, the TPOT above the engine's pace decides whether it binds.
+    link_binding_ratio: float = 0.8
+    # The first chunk waits in the shaper's queue: the paper's 0.5 Mbit/s cap gave P99 TTFT 2-3 s at P99 TPOT
+    # 150-280 ms (~10-15 token times); 20 bounds what the network can explain of TTFT, the rest is a queue.
+    first_chunk_tpot_multiple: float = 20.0
     tokens_drop_ratio: float = 0.8  # under the cap throughput fell 370 -> 220 tok/s (0.59x); 20 % dips are load noise
+
+    # -- load: decode TPOT = a / (1 - rate / saturation) -----------------------------------------
+    decode_reference_utilization: float = 0.5  # prior: the reference runs at half the decode saturation rate (learned when it can be)
+    decode_saturation_cap: float = 0.95  # the model's pole: past 95 % of saturation load explains at most ~10x the reference
+
+    # -- overlapping regimes ----------------------------------------------------------------------
+    secondary_share: float = 0.25  # a resource explaining a quarter of a material excess is reported as a secondary regime
 
     # -- queue confirmations ----------------------------------------------------------------------
     requests_waiting_min: float = 0.0  # any request held back by the router/engine is a queue (strictly above this)

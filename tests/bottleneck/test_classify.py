@@ -165,7 +165,12 @@ def test_nothing_known_is_unknown() -> None:
 def test_healthy_at_low_load() -> None:
     s = snap(ttft_p99_s=0.1, tpot_p50_s=0.025, ref_tpot_p50_s=0.025, link_rx_bps=2e5, link_cap_bps=1e7, requests_waiting=0)
     d = classify(s)
-    assert d.regime is Regime.HEALTHY and d.slo is SloState.MET and d.confidence >= 0.8
+    assert d.regime is Regime.HEALTHY and d.slo is SloState.MET
+    # Without a TTFT reference a healthy verdict stays below the confident bar (issue 9: a reference the
+    # window lacks could show an inflation, so removing it must not leave a confident verdict behind).
+    assert d.confidence < 0.6
+    sure = classify(dataclasses.replace(s, ref_ttft_p50_s=0.05))
+    assert sure.regime is Regime.HEALTHY and sure.confidence >= 0.8
 
 
 def test_at_risk_slo() -> None:

@@ -13,7 +13,8 @@ def test_learns_latency_centres_from_healthy_windows() -> None:
     s = SliceSnapshot(slice="free", ttft_p50_s=0.08, tpot_p50_s=0.025, output_tokens_per_s=100.0)
     ref = learn_reference(None, s, healthy())
     assert ref is not None and ref.source == "learned" and ref.samples == 1
-    assert ref.tpot_p50_s == 0.025 and ref.output_tokens_per_s is None  # throughput depends on load
+    # Throughput is learned with the TPOT it was measured at (issue 9: the load relation needs both).
+    assert ref.tpot_p50_s == 0.025 and ref.output_tokens_per_s == 100.0
     s2 = SliceSnapshot(slice="free", ttft_p50_s=0.08, tpot_p50_s=0.035)
     ref2 = learn_reference(ref, s2, healthy())
     assert ref2 is not None and 0.025 < (ref2.tpot_p50_s or 0) < 0.035 and ref2.samples == 2
@@ -47,8 +48,16 @@ def test_a_learned_reference_judges_only_after_min_samples_and_first_windows_wei
     policy = LearningPolicy(min_samples=3)
     ref: Reference | None = None
     for tpot in (0.020, 0.030, 0.040):
-        snap = SliceSnapshot(slice="s", slo_ttft_p99_s=0.5, ttft_p50_s=0.05, ttft_p99_s=0.08, tpot_p50_s=tpot, tpot_p99_s=tpot,
-                             link_rx_bps=1e5, link_cap_bps=1e7)
+        snap = SliceSnapshot(
+            slice="s",
+            slo_ttft_p99_s=0.5,
+            ttft_p50_s=0.05,
+            ttft_p99_s=0.08,
+            tpot_p50_s=tpot,
+            tpot_p99_s=tpot,
+            link_rx_bps=1e5,
+            link_cap_bps=1e7,
+        )
         d = classify(snap, usable_reference(ref, policy))
         assert usable_reference(ref, policy) is None  # not yet: fewer than 3 windows seen
         ref = learn_reference(ref, snap, d, policy)

@@ -1,0 +1,244 @@
+"""Latency attribution: split one window's TTFT and TPOT excess over the reference by resource. Pure.
+
+Each share comes from a physical relation the snapshot already carries, not from a threshold:
+
+- load (not a resource): decode time per step grows with the batch, so TPOT at a higher token rate
+  is expected to be higher. Decode is modelled as ``TPOT = a / (1 - rate / saturation)`` (a step of
+  a batch ``B`` costs ``a + b B``; the rate is ``B / step``), anchored at the reference's TPOT and
+  token rate; the saturation rate is learned from healthy windows (``Reference.tokens_per_s_saturation``)
+  or a prior. Load only ever *explains* TPOT (the expected TPOT never drops below the reference), so
+  a missing throughput can only make the verdict stricter, never laxer.
+- network: bits per streamed token (``link_rx_bps / output_tokens_per_s``) give the token rate the
+  link can carry (``cap / bits per token``) and the pacing floor it puts on each stream. When the
+  link runs at its cap (a shaper delivers 85-95 % of nominal), the TPOT above the engine's pace is
+  the network's; the engine's pace is the load-expected TPOT slowed by a reduced GPU share when one
+  is reported. The first chunk waits in the shaper's queue too: the TTFT the network explains is
+  bounded by ``first_chunk_tpot_multiple`` of its TPOT share (a queue holds a bounded number of
+  token times of every stream).
+- compute: TPOT above the load-expected TPOT on a link that does not bind (co-tenant, preemptions,
+  KV pressure, a reduced share). Prefill slows by the same factor, which sets its TTFT share.
+- queue: the TTFT left after the prefill and the first-chunk delivery the other two explain.
+  Confirmed by requests waiting / queue time / Little's law (waiting = arrival rate x wait) when
+  present, inferred otherwise; when gauges show nothing waiting and another resource binds, the
+  residual is left unexplained (``base``) rather than called a queue.
+
+``queue + network + compute + base == observed`` for every statistic, and the three resource shares
+never exceed the excess over the reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inferslice.bottleneck.thresholds import Thresholds
+from inferslice.diagnosis import Attribution, LatencyShare
+from inferslice.snapshot import SliceSnapshot
+
+
+@dataclass(frozen=True)
+class LinkState:
+    known: bool  # rx and a cap or the physical capacity are known
+    binding: bool  # rx at (a shaper's delivery of) the cap
+    utilization: float | None = None
+    against: str = "none"  # "cap", "capacity" (uncapped: the interface's physical rate) or "none"
+    bits_per_token: float | None = None
+    token_rate_max: float | None = None  # the highest token rate the link can carry
+    pacing_floor_s: float | None = None  # the TPOT the link imposes on the streams in flight
+
+
+@dataclass(frozen=True)
+class Refs:
+    """The reference of each statistic and how it was obtained ("ref", "tail_prior", "fallback")."""
+
+    ttft_p50: float | None
+    ttft_p99: float | None
+    tpot_p50: float | None
+    tpot_p99: float | None
+    ttft_kind: str
+    ttft_tail_kind: str
+    tpot_kind: str
+    tpot_tail_kind: str
+
+
+@dataclass(frozen=True)
+class Physics:
+    """What the attribution rests on; the classifier reports each in its evidence."""
+
+    refs: Refs
+    link: LinkState
+    load_factor: float  # expected / reference TPOT at this token rate (>= 1)
+    load_known: bool
+    engine_slowdown: float  # 1 / GPU share when a reduced share is reported, else 1
+    compute_factor: float  # engine TPOT over load-expected TPOT (prefill slows alike)
+    queue_gauge: bool | None  # True: requests wait; False: the gauge shows none; None: no gauge
+    little_wait_s: float | None  # requests_waiting / request_rate
+    unseparated: bool  # TPOT above the load-expected with the link unknown: network vs compute untold
+    tpot_contention_s: float  # median (or, without one, P99) TPOT above the load-expected TPOT
+    tpot_threshold_s: float  # the contention that counts as material for that statistic
+    tpot_stat: str | None  # the TPOT statistic judged: the median, or the P99 when the median collapsed (coalesced tokens)
+
+
+def _pos(x: float | None) -> float | None:
+    return x if x is not None and x > 0 else None
+
+
+def references(snap: SliceSnapshot, th: Thresholds) -> Refs:
+    slo = snap.slo_ttft_p99_s if snap.slo_ttft_p99_s is not None and snap.slo_ttft_p99_s > 0 else th.default_slo_ttft_p99_s
+    t50 = _pos(snap.ref_ttft_p50_s) or _pos(snap.ref_ttft_mean_s)
+    t99 = _pos(snap.ref_ttft_p99_s)
+    tk, ttk = "ref", "ref"
+    if t50 is None and t99 is None:
+        t99, tk, ttk = slo * th.fallback_ttft_ref_slo_fraction, "fallback", "fallback"
+        t50 = t99 / th.ttft_tail_prior
+    elif t99 is None:
+        t99, ttk = (t50 or 0.0) * th.ttft_tail_prior, "tail_prior"
+    elif t50 is None:
+        t50, tk = t99 / th.ttft_tail_prior, "tail_prior"
+    p50 = _pos(snap.ref_tpot_p50_s) or _pos(snap.ref_tpot_mean_s)
+    p99 = _pos(snap.ref_tpot_p99_s)
+    pk, ptk = "ref", "ref"
+    if p50 is None and p99 is None:
+        ceiling = snap.slo_tpot_p99_s if snap.slo_tpot_p99_s is not None and snap.slo_tpot_p99_s > 0 else th.fallback_tpot_s
+        p99, pk, ptk = ceiling / th.tpot_tail_inflation_ratio, "fallback", "fallback"
+        p50 = p99 / th.tpot_tail_prior
+    elif p99 is None:
+        p99, ptk = (p50 or 0.0) * th.tpot_tail_prior, "tail_prior"
+    elif p50 is None:
+        p50, pk = p99 / th.tpot_tail_prior, "tail_prior"
+    return Refs(t50, t99, p50, p99, tk, ttk, pk, ptk)
+
+
+def load_factor(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: float | None) -> tuple[float, bool]:
+    """Expected TPOT over the reference TPOT at the window's token rate (>= 1), and whether it is known."""
+    rate, ref_rate = _pos(snap.output_tokens_per_s), _pos(snap.ref_output_tokens_per_s)
+    if rate is None or ref_rate is None:
+        return 1.0, False
+    if rate <= ref_rate:
+        return 1.0, True
+    sat = saturation_tokens_per_s if saturation_tokens_per_s is not None and saturation_tokens_per_s > ref_rate else None
+    s = sat / ref_rate if sat is not None else 1.0 / th.decode_reference_utilization
+    x = min(rate / ref_rate, th.decode_saturation_cap * s)
+    return (1.0 - 1.0 / s) / (1.0 - x / s), True
+
+
+def link_state(snap: SliceSnapshot, th: Thresholds) -> LinkState:
+    rx = snap.link_rx_bps
+    cap, against = _pos(snap.link_cap_bps), "cap"
+    if cap is None:
+        cap, against = _pos(snap.link_capacity_bps), "capacity"
+    if rx is None or cap is None:
+        return LinkState(False, False)
+    util = rx / cap
+    rate = _pos(snap.output_tokens_per_s)
+    bpt = rx / rate if rate is not None and rx > 0 else None
+    token_max = cap / bpt if bpt is not None else None
+    floor = None
+    if bpt is not None:
+        streams = snap.requests_running
+        if streams is None and snap.tpot_mean_s is not None:
+            streams = rate * snap.tpot_mean_s if rate is not None else None  # Little: streams = tokens/s x s/token
+        floor = streams * bpt / cap if streams is not None else None
+    return LinkState(True, util >= th.link_binding_ratio, util, against, bpt, token_max, floor)
+
+
+def _split_tpot(obs: float, ref: float, expected: float, engine: float, link: LinkState, confirmed: bool) -> tuple[float, float, float]:
+    """(network, compute, base) seconds of one TPOT statistic."""
+    excess = max(0.0, obs - ref)
+    contention = max(0.0, obs - expected)
+    if link.binding:
+        compute = min(contention, max(0.0, engine - expected))
+        network = contention - compute
+    elif link.known or confirmed:
+        compute, network = contention, 0.0
+    else:
+        compute, network = 0.0, 0.0  # unseparated: left unexplained
+    total = compute + network
+    if total > excess > 0:
+        scale = excess / total
+        compute, network = compute * scale, network * scale
+    elif excess <= 0:
+        compute = network = 0.0
+    return network, compute, obs - network - compute
+
+
+def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: float | None = None) -> tuple[Attribution, Physics]:
+    """Split the window's latency by resource (``snap`` carries its references in ``ref_*``)."""
+    refs = references(snap, th)
+    link = link_state(snap, th)
+    lf, load_known = load_factor(snap, th, saturation_tokens_per_s)
+    share = snap.gpu_share
+    slowdown = 1.0 / share if share is not None and 0 < share < th.gpu_share_reduced else 1.0
+    confirmed = (
+        slowdown > 1.0
+        or (snap.preemptions_per_s is not None and snap.preemptions_per_s > th.preemptions_min_per_s)
+        or (snap.kv_cache_usage is not None and snap.kv_cache_usage >= th.kv_cache_high)
+    )
+    waiting = snap.requests_waiting
+    gauge = None if waiting is None else waiting > th.requests_waiting_min
+    rate = _pos(snap.request_rate)
+    little = waiting / rate if waiting is not None and rate is not None else None
+
+    tpot50 = snap.tpot_p50_s if snap.tpot_p50_s is not None else snap.tpot_mean_s
+    tpot99 = snap.tpot_p99_s
+    # The median decides, unless it collapsed below the reference while the tail grew: tokens then
+    # arrive coalesced (held in a queue, delivered in bursts), and only the tail carries the pacing.
+    collapsed = (
+        tpot50 is not None
+        and tpot99 is not None
+        and refs.tpot_p50 is not None
+        and tpot50 * th.tpot_inflation_ratio < refs.tpot_p50
+        and refs.tpot_p99 is not None
+        and tpot99 >= th.tpot_tail_inflation_ratio * refs.tpot_p99
+    )
+    pace = "tpot_p99" if collapsed or tpot50 is None else "tpot_p50"
+    shares: list[LatencyShare] = []
+    net_tpot: dict[str, float] = {}
+    cfactor = 1.0
+    contention, c_thr, pace_binds = 0.0, 0.0, False
+    for stat, obs, ref, ratio in (
+        ("tpot_p50", tpot50, refs.tpot_p50, th.tpot_inflation_ratio),
+        ("tpot_p99", tpot99, refs.tpot_p99, th.tpot_tail_inflation_ratio),
+    ):
+        if obs is None or ref is None:
+            continue
+        expected = ref * lf
+        engine = expected * slowdown
+        network, compute, base = _split_tpot(obs, ref, expected, engine, link, confirmed)
+        net_tpot[stat] = network
+        if stat == pace:
+            contention, c_thr = max(0.0, obs - expected), (ratio - 1.0) * ref
+            cfactor = (expected + compute) / expected if expected > 0 else 1.0
+            pace_binds = c_thr > 0 and max(network, compute) >= c_thr
+        shares.append(LatencyShare(stat, obs, ref, 0.0, network, compute, base))
+    unseparated = not link.known and not confirmed and contention >= c_thr and c_thr > 0
+
+    ttft50 = snap.ttft_p50_s if snap.ttft_p50_s is not None else snap.ttft_mean_s
+    tokens_short = (
+        snap.output_tokens_per_s is not None
+        and snap.ref_output_tokens_per_s is not None
+        and snap.output_tokens_per_s < th.tokens_drop_ratio * snap.ref_output_tokens_per_s
+    )
+    for stat, obs, ref, pair in (
+        ("ttft_p50", ttft50, refs.ttft_p50, pace),
+        ("ttft_p99", snap.ttft_p99_s, refs.ttft_p99, "tpot_p99" if "tpot_p99" in net_tpot else pace),
+    ):
+        if obs is None or ref is None:
+            continue
+        excess = max(0.0, obs - ref)
+        compute = min(excess, ref * (cfactor - 1.0))
+        left = excess - compute
+        if link.binding and not net_tpot and tokens_short:
+            network = left  # no TPOT: the link at its cap starving delivery explains what is left
+        elif link.binding:
+            network = min(left, th.first_chunk_tpot_multiple * net_tpot.get(pair, 0.0))
+        else:
+            network = 0.0
+        queue = left - network
+        if gauge is False and pace_binds:
+            queue = 0.0  # nothing waits and another resource binds: leave the rest unexplained
+        shares.append(LatencyShare(stat, obs, ref, queue, network, compute, obs - queue - network - compute))
+    shares.sort(key=lambda s: s.stat)
+    physics = Physics(
+        refs, link, lf, load_known, slowdown, cfactor, gauge, little, unseparated, contention, c_thr, pace if net_tpot else None
+    )
+    return Attribution(tuple(shares)), physics
