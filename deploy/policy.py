@@ -1,0 +1,104 @@
+"""Policy checks over rendered objects (pure): every container has requests and limits, nothing is
+privileged, every added capability is documented, host namespaces only where documented, the API
+and controller are hardened (non-root, read-only root, seccomp RuntimeDefault, probes), RBAC has
+no wildcard and grants exactly the declared permissions.
+
+``violations(objects)`` returns one line per broken rule (empty: the objects pass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from . import platform, rbac
+
+_HOST_FIELDS = ("hostNetwork", "hostPID", "hostIPC")
+
+
+def pod_specs(obj: Mapping[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(where, pod spec) for every pod template an object carries (workloads and RayService/RayCluster)."""
+    kind, name = obj.get("kind"), obj.get("metadata", {}).get("name")
+    spec = obj.get("spec", {})
+    if kind in ("Deployment", "DaemonSet", "StatefulSet", "Job"):
+        yield f"{kind}/{name}", spec["template"]["spec"]
+    elif kind in ("RayService", "RayCluster"):
+        cluster = spec["rayClusterConfig"] if kind == "RayService" else spec
+        yield f"{kind}/{name}/head", cluster["headGroupSpec"]["template"]["spec"]
+        for group in cluster.get("workerGroupSpecs", []):
+            yield f"{kind}/{name}/{group['groupName']}", group["template"]["spec"]
+    elif kind == "Pod":
+        yield f"Pod/{name}", spec
+
+
+def _container_checks(where: str, pod: dict[str, Any], c: dict[str, Any], hardened: bool) -> list[str]:
+    out: list[str] = []
+    at = f"{where}/{c['name']}"
+    res = c.get("resources", {})
+    for part in ("requests", "limits"):
+        for r in ("cpu", "memory"):
+            if r not in res.get(part, {}):
+                out.append(f"{at}: resources.{part}.{r} not set")
+    sc = c.get("securityContext", {})
+    if sc.get("privileged"):
+        out.append(f"{at}: privileged")
+    if sc.get("allowPrivilegeEscalation", True):
+        out.append(f"{at}: allowPrivilegeEscalation not false")
+    caps = sc.get("capabilities", {})
+    if "ALL" not in caps.get("drop", []):
+        out.append(f"{at}: capabilities do not drop ALL")
+    for cap in caps.get("add", []):
+        if cap not in platform.EXPORTER_CAPABILITIES:
+            out.append(f"{at}: capability {cap} added but not documented in EXPORTER_CAPABILITIES")
+    pod_sc = pod.get("securityContext", {})
+    seccomp = sc.get("seccompProfile", pod_sc.get("seccompProfile", {})).get("type")
+    if seccomp != "RuntimeDefault":
+        out.append(f"{at}: seccompProfile is not RuntimeDefault")
+    if hardened:
+        if not sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot", False)):
+            out.append(f"{at}: runAsNonRoot not set")
+        if not sc.get("readOnlyRootFilesystem"):
+            out.append(f"{at}: readOnlyRootFilesystem not set")
+    return out
+
+
+def _workload_checks(obj: Mapping[str, Any]) -> list[str]:
+    out: list[str] = []
+    namespace = obj.get("metadata", {}).get("namespace")
+    platform_workload = obj.get("kind") in ("Deployment", "DaemonSet")
+    for where, pod in pod_specs(obj):
+        host = [f for f in _HOST_FIELDS if pod.get(f)] + [f"hostPath {v['name']}" for v in pod.get("volumes", []) if "hostPath" in v]
+        if host and namespace != platform.NODE_NS:
+            out.append(f"{where}: {', '.join(host)} outside {platform.NODE_NS}")
+        exporter = namespace == platform.NODE_NS
+        for c in pod.get("containers", []):
+            # The exporter's own container runs as uid 0 (documented); its sidecar is hardened.
+            hardened = platform_workload and not (exporter and c["name"] == "exporter")
+            out += _container_checks(where, pod, c, hardened)
+            if platform_workload and obj["kind"] == "Deployment":
+                for probe in ("readinessProbe", "livenessProbe"):
+                    if probe not in c:
+                        out.append(f"{where}/{c['name']}: no {probe}")
+    return out
+
+
+def _rbac_checks(objects: list[dict[str, Any]]) -> list[str]:
+    out: list[str] = []
+    for obj in objects:
+        if obj.get("kind") not in ("Role", "ClusterRole"):
+            continue
+        for rule in obj.get("rules", []):
+            for key in ("apiGroups", "resources", "verbs"):
+                if "*" in rule.get(key, []):
+                    out.append(f"{obj['kind']}/{obj['metadata']['name']}: wildcard in {key}")
+    declared = {(f"inferslice-{p.component.value}", p.api_group, p.resource, v) for p in rbac.PERMISSIONS for v in p.verbs}
+    for grant in sorted(rbac.granted(objects) - declared):
+        out.append(f"RBAC grants {grant} which no component declares")
+    return out
+
+
+def violations(objects: list[dict[str, Any]]) -> list[str]:
+    out: list[str] = []
+    for obj in objects:
+        out += _workload_checks(obj)
+    return out + _rbac_checks(objects)

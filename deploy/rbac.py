@@ -1,0 +1,191 @@
+"""Least-privilege RBAC: every permission a platform component uses, declared once, rendered into
+Roles/ClusterRoles.
+
+Each ``Permission`` says which component needs it and why. The rendered roles grant exactly these
+and nothing else; the tests check both directions against the calls the components really make
+through the apiserver stand-in (a permission nobody uses fails the build, and so does a call
+without a permission).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from inferslice.topology import Topology
+
+
+class Scope(enum.StrEnum):
+    TIERS = "tiers"  # a Role in each tier namespace
+    PLATFORM = "platform"  # a Role in the platform namespace
+    CLUSTER = "cluster"  # a ClusterRole (reads across namespaces or cluster-scoped kinds)
+
+
+class Component(enum.StrEnum):
+    CONTROLLER = "controller"
+    EXPORTER = "exporter"
+    API = "api"
+
+
+@dataclass(frozen=True)
+class Permission:
+    component: Component
+    scope: Scope
+    api_group: str
+    resource: str  # "pods", or "rayservices/status" for a subresource
+    verbs: tuple[str, ...]
+    why: str
+
+
+PERMISSIONS: tuple[Permission, ...] = (
+    Permission(
+        Component.CONTROLLER,
+        Scope.TIERS,
+        "ray.io",
+        "rayservices",
+        ("get", "patch"),
+        "read the active RayCluster's name; set serveConfigV2 replicas",
+    ),
+    Permission(
+        Component.CONTROLLER,
+        Scope.TIERS,
+        "ray.io",
+        "rayclusters",
+        ("get", "patch"),
+        "set worker-group bounds (a RayService patch never reaches a running cluster); add a PoP's group to relocate",
+    ),
+    Permission(
+        Component.CONTROLLER,
+        Scope.TIERS,
+        "",
+        "pods",
+        ("list", "patch"),
+        "find a tier's head pod and set its Kube-OVN ingress_rate/egress_rate (live caps)",
+    ),
+    Permission(
+        Component.CONTROLLER,
+        Scope.PLATFORM,
+        "coordination.k8s.io",
+        "leases",
+        ("get", "create", "update"),
+        "leader election between the two controller replicas",
+    ),
+    Permission(
+        Component.CONTROLLER,
+        Scope.PLATFORM,
+        "inferslice.io",
+        "sliceactions",
+        ("get", "list", "create"),
+        "the audit trail: one SliceAction per decided action, found again after a restart",
+    ),
+    Permission(
+        Component.CONTROLLER,
+        Scope.PLATFORM,
+        "inferslice.io",
+        "sliceactions/status",
+        ("patch",),
+        "move an action through Pending/Approved/Applied/Futile/RolledBack",
+    ),
+    Permission(
+        Component.CONTROLLER,
+        Scope.PLATFORM,
+        "inferslice.io",
+        "inferslicetiers",
+        ("list",),
+        "the tiers as operators edit them (kubectl get inferslicetiers)",
+    ),
+    Permission(
+        Component.EXPORTER,
+        Scope.CLUSTER,
+        "",
+        "pods",
+        ("list",),
+        "map this node's pods to OVS ports (iface-id), subnets, caps and GPU fractions",
+    ),
+    Permission(
+        Component.API, Scope.PLATFORM, "inferslice.io", "sliceactions", ("get", "list"), "serve GET /v1/actions from the audit trail"
+    ),
+    Permission(Component.API, Scope.PLATFORM, "inferslice.io", "sliceactions/status", ("patch",), "POST /v1/actions/{id}/approve|reject"),
+)
+
+
+def tier_namespace(topology: Topology, tier: str) -> str:
+    return f"{topology.name}-{tier}"
+
+
+def service_account(component: Component) -> str:
+    return f"inferslice-{component.value}"
+
+
+def _rules(perms: list[Permission]) -> list[dict[str, Any]]:
+    return [{"apiGroups": [p.api_group], "resources": [p.resource], "verbs": list(p.verbs)} for p in perms]
+
+
+def _binding(kind: str, name: str, namespace: str | None, sa_namespace: str, component: Component) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding" if kind == "Role" else "ClusterRoleBinding",
+        "metadata": meta,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": service_account(component), "namespace": sa_namespace}],
+    }
+
+
+def roles(topology: Topology, platform_ns: str, sa_namespaces: Mapping[Component, str]) -> dict[str, list[dict[str, Any]]]:
+    """Objects by where they go: ``platform`` (platform namespace and cluster scope) and one list per
+    tier; ``sa_namespaces`` says where each component's ServiceAccount lives."""
+    out: dict[str, list[dict[str, Any]]] = {"platform": [], **{t.name: [] for t in topology.tiers}}
+    for component in Component:
+        sa_ns = sa_namespaces[component]
+        mine = [p for p in PERMISSIONS if p.component == component]
+        for scope in Scope:
+            perms = [p for p in mine if p.scope == scope]
+            if not perms:
+                continue
+            name = f"inferslice-{component.value}"
+            if scope == Scope.CLUSTER:
+                role = {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRole",
+                    "metadata": {"name": name},
+                    "rules": _rules(perms),
+                }
+                out["platform"] += [role, _binding("ClusterRole", name, None, sa_ns, component)]
+            elif scope == Scope.PLATFORM:
+                role = {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "Role",
+                    "metadata": {"name": name, "namespace": platform_ns},
+                    "rules": _rules(perms),
+                }
+                out["platform"] += [role, _binding("Role", name, platform_ns, sa_ns, component)]
+            else:
+                for tier in topology.tiers:
+                    ns = tier_namespace(topology, tier.name)
+                    role = {
+                        "apiVersion": "rbac.authorization.k8s.io/v1",
+                        "kind": "Role",
+                        "metadata": {"name": name, "namespace": ns},
+                        "rules": _rules(perms),
+                    }
+                    out[tier.name] += [role, _binding("Role", name, ns, sa_ns, component)]
+    return out
+
+
+def granted(objects: list[dict[str, Any]]) -> set[tuple[str, str, str, str]]:
+    """(role name, api group, resource, verb) for every grant in rendered Roles/ClusterRoles."""
+    out: set[tuple[str, str, str, str]] = set()
+    for obj in objects:
+        if obj.get("kind") not in ("Role", "ClusterRole"):
+            continue
+        for rule in obj.get("rules", []):
+            for group in rule.get("apiGroups", []):
+                for resource in rule.get("resources", []):
+                    for verb in rule.get("verbs", []):
+                        out.add((obj["metadata"]["name"], group, resource, verb))
+    return out
