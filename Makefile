@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
-APT_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter openvswitch-switch iperf3 iproute2 python3-venv
+APT_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter openvswitch-switch iperf3 iproute2 python3-venv chromium
 OUT ?= demo-out
 
 .PHONY: setup apt venv test lint demo bench clean

@@ -1,0 +1,46 @@
+"""Mount the console on the API: ``GET /console`` (the page), its static files, ``GET /v1/console/state``.
+
+Everything the page needs arrives in one read-only document per poll; mutations (approve, reject)
+go to the controller's own authenticated endpoints, with the token the operator typed in.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import FastAPI, Query, Response
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+
+from inferslice.service.console.feed import ConsoleFeed
+
+STATIC_DIR = Path(str(resources.files("inferslice.service.console").joinpath("static")))
+
+
+def index_html() -> str:
+    return (STATIC_DIR / "index.html").read_text(encoding="utf-8")
+
+
+def mount_console(app: FastAPI, feed: ConsoleFeed) -> None:
+    app.mount("/console/static", StaticFiles(directory=STATIC_DIR), name="console-static")
+    page = index_html()
+
+    @app.get("/console", include_in_schema=False)
+    def console_page() -> HTMLResponse:
+        # no-cache: a new release's page must not pair with a cached old module
+        return HTMLResponse(page, headers={"Cache-Control": "no-cache"})
+
+    @app.get(
+        "/v1/console/state",
+        tags=["console"],
+        responses={200: {"description": "topology, tiers, controller and sources in one document", "content": {"application/json": {}}}},
+    )
+    def console_state(
+        since: Annotated[float | None, Query(description="unix seconds: send only windows newer than this (the page's newest)")] = None,
+    ) -> Response:
+        """Everything the console shows, with the windows after ``since``; read-only and cheap to poll."""
+        body = json.dumps(feed.state(since), separators=(",", ":"), allow_nan=False)
+        return Response(body, media_type="application/json", headers={"Cache-Control": "no-store"})

@@ -1,0 +1,78 @@
+"""The recorded session (fixtures/): its topology, windows, actions, alerts and WAN links, loaded into a store."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from inferslice.actions import action_from_dict
+from inferslice.service.console.links import StaticLinks
+from inferslice.service.console.view import LinkSample
+from inferslice.snapshot import snapshot_from_dict
+from inferslice.topology import Topology, load_topology
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+class Clock:
+    """The API's clock, moved by the tests (fresh data, then stale)."""
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def session_topology() -> Topology:
+    return load_topology(FIXTURES / "topology.yaml")
+
+
+def windows() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (FIXTURES / "windows.jsonl").read_text().splitlines() if line.strip()]
+
+
+def session() -> dict[str, Any]:
+    return dict(json.loads((FIXTURES / "session.json").read_text()))
+
+
+def recorded_links() -> StaticLinks:
+    return StaticLinks(
+        {frozenset((x["a"], x["b"])): LinkSample(rate_bps=x["rate_bps"], rtt_s=x["rtt_s"]) for x in session()["links"]}, label="recorded"
+    )
+
+
+def load_session(service: Any, store: Any) -> float:
+    """Ingest every window, then the actions and alerts; returns the session's last window time."""
+    rows = windows()
+    t0 = rows[0]["window_end_s"]
+    for row in rows:
+        service.ingest(snapshot_from_dict(row))
+    extra = session()
+    for item in extra["actions"]:
+        data = dict(item["action"])
+        for key in ("decided_s", "expected_by_s"):
+            data[key] = t0 + data[key]
+        store.put_action(action_from_dict(data), t0 + item["at_s"], item["outcome"])
+    alerts = []
+    for a in extra["alerts"]:
+        starts = t0 + a["at_s"]
+        alerts.append(
+            {
+                "fingerprint": a["labels"]["alertname"] + a["labels"]["slice"],
+                "starts_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(starts)),
+                "starts_at_s": starts,
+                "ends_at": None,
+                "ends_at_s": None,
+                "status": a["status"],
+                "alertname": a["labels"]["alertname"],
+                "slice": a["labels"]["slice"],
+                "labels": a["labels"],
+                "annotations": a["annotations"],
+                "generator_url": "",
+            }
+        )
+    store.put_alerts(alerts, "inferslice-api", t0 + 120)
+    return float(rows[-1]["window_end_s"])

@@ -1,0 +1,145 @@
+"""The console's view model, without a server: staleness, goodput, burn, placement, actions, alerts."""
+
+from __future__ import annotations
+
+from inferslice.service.console.links import samples_from_vectors
+from inferslice.service.console.view import (
+    ConsoleSettings,
+    LinkSample,
+    burn_rate,
+    console_state,
+    controller_block,
+    history_point,
+    normalise_attribution,
+)
+from inferslice.topology import load_topology
+
+TOPO = load_topology()  # the testbed's: free (1 replica max), standard (3), premium (6); scrape 2 s
+
+
+def _diag(slo: str, ts: float = 100.0, regime: str = "healthy") -> dict[str, object]:
+    return {"ts": ts, "slice": "free", "regime": regime, "slo": slo, "confidence": 0.8, "evidence": [], "secondary": [], "missing": []}
+
+
+def test_attribution_copies_seconds_per_statistic_and_drops_excess_share() -> None:
+    raw = {
+        "ttft_p99": {"observed_s": 2.0, "reference_s": 0.1, "queue_s": 1.5, "network_s": 0.3, "compute_s": 0.0, "base_s": 0.2},
+        "excess_share": {"queue": 0.8, "network": 0.2, "compute": 0.0},
+    }
+    out = normalise_attribution(raw)
+    assert out == {"ttft_p99": {"queue": 1.5, "network": 0.3, "compute": 0.0, "base": 0.2, "observed": 2.0, "reference": 0.1}}
+    assert normalise_attribution(None) is None
+    assert normalise_attribution({"excess_share": {"queue": 1.0}}) is None
+
+
+def test_goodput_counts_a_window_only_when_it_met_the_slo() -> None:
+    assert history_point({"request_rate": 3.0}, _diag("met"), 1.0)["goodput_rps"] == 3.0
+    assert history_point({"request_rate": 3.0}, _diag("at_risk"), 1.0)["goodput_rps"] == 3.0
+    assert history_point({"request_rate": 3.0}, _diag("breached"), 1.0)["goodput_rps"] == 0.0
+    assert history_point({}, _diag("met"), 1.0)["goodput_rps"] is None
+
+
+def test_burn_rate_is_breached_share_over_the_error_budget() -> None:
+    points = [{"slo": "breached"}] + [{"slo": "met"}] * 9 + [{"slo": "unknown"}] * 5  # unknown windows are not judged
+    assert abs((burn_rate(points, 0.95) or 0.0) - 0.1 / 0.05) < 1e-9
+    assert burn_rate([{"slo": "unknown"}], 0.99) is None
+
+
+def _state(now: float, diag_ts: float | None, snapshot: dict[str, object] | None = None) -> dict[str, object]:
+    diagnoses = {"free": _diag("met", diag_ts)} if diag_ts is not None else {}
+    return console_state(
+        TOPO,
+        {"free": snapshot},
+        diagnoses,
+        {"free": [history_point(snapshot, _diag("met", diag_ts or 0.0), diag_ts or 0.0)]} if diag_ts is not None else {},
+        {"pending": [], "timeline": [], "alerts": []},
+        {frozenset(("bristol", "london")): LinkSample(rate_bps=2e6, rtt_s=0.0095)},
+        [],
+        now,
+        None,
+        ConsoleSettings(),
+    )
+
+
+def test_a_tier_is_stale_after_five_scrape_intervals_without_a_window() -> None:
+    tiers = {t["name"]: t for t in _state(now=110.0, diag_ts=100.0)["tiers"]}  # type: ignore[index]
+    assert tiers["free"]["stale"] is False  # 10 s = 5 x 2 s: still fresh
+    tiers = {t["name"]: t for t in _state(now=110.5, diag_ts=100.0)["tiers"]}  # type: ignore[index]
+    assert tiers["free"]["stale"] is True
+    assert tiers["standard"]["stale"] is True  # never had a window
+
+
+def test_replicas_occupy_the_first_placement_slots() -> None:
+    tiers = {t["name"]: t for t in _state(now=101.0, diag_ts=100.0)["tiers"]}  # type: ignore[index]
+    assert [s["active"] for s in tiers["premium"]["placement"]] == [True, False, False, False, False, False]  # replicas_min 1
+    state = console_state(
+        TOPO, {"premium": {"replicas": 3.0}}, {}, {}, {"pending": [], "timeline": [], "alerts": []}, {}, [], 1.0, None, ConsoleSettings()
+    )
+    premium = next(t for t in state["tiers"] if t["name"] == "premium")
+    assert [(s["pop"], s["active"]) for s in premium["placement"]][:4] == [
+        ("bristol", True),
+        ("bristol", True),
+        ("london", True),
+        ("london", False),
+    ]
+
+
+def test_links_carry_measurement_and_utilisation_only_against_a_declared_capacity() -> None:
+    links = {(x["a"], x["b"]): x for x in _state(now=101.0, diag_ts=100.0)["topology"]["links"]}  # type: ignore[index]
+    assert links[("bristol", "london")]["rate_bps"] == 2e6
+    assert links[("bristol", "london")]["measured_rtt_s"] == 0.0095
+    assert links[("bristol", "london")]["latency_tier"] == "mid"
+    assert links[("bristol", "london")]["utilisation"] is None  # the testbed declares no WAN capacity
+    assert links[("london", "dublin")]["rate_bps"] is None
+
+
+def test_history_is_trimmed_to_what_the_page_lacks() -> None:
+    state = console_state(
+        TOPO,
+        {},
+        {"free": _diag("met", 5.0)},
+        {"free": [history_point({}, _diag("met", t), t) for t in (1.0, 3.0, 5.0)]},
+        {"pending": [], "timeline": [], "alerts": []},
+        {},
+        [],
+        6.0,
+        3.0,
+        ConsoleSettings(),
+    )
+    free = next(t for t in state["tiers"] if t["name"] == "free")
+    assert [p["ts"] for p in free["history"]] == [5.0]
+
+
+def test_controller_lists_pending_actions_marks_futile_and_keeps_only_firing_alerts() -> None:
+    actions = [
+        {"id": "a1", "kind": "set_cap", "slice": "standard", "state": "pending"},
+        {"id": "a2", "kind": "set_replicas", "slice": "premium", "outcome": "futile"},
+        {"id": "a3", "kind": "set_replicas", "slice": "free", "state": "applied", "measured": {"futile": True}},
+        {"kind": "noop", "slice": "free", "outcome": "proposed"},  # no id: nobody could approve it
+    ]
+    alerts = [
+        {"alertname": "A", "status": "firing", "ends_at_s": None},
+        {"alertname": "B", "status": "firing", "ends_at_s": 50.0},  # Alertmanager's resolve time passed
+        {"alertname": "C", "status": "resolved", "ends_at_s": None},
+    ]
+    block = controller_block(actions, alerts, now_s=100.0, limit=3)
+    assert [a["id"] for a in block["pending"]] == ["a1"]
+    assert [a.get("futile") for a in block["timeline"]] == [False, True, True]
+    assert [a["alertname"] for a in block["alerts"]] == ["A"]
+
+
+def test_prometheus_vectors_become_undirected_link_samples() -> None:
+    rate = [
+        {"metric": {"pop": "bristol", "peer_pop": "london"}, "value": [0, "1000"]},
+        {"metric": {"pop": "london", "peer_pop": "bristol"}, "value": [0, "4000"]},
+        {"metric": {"pop": "dublin", "peer_pop": "london"}, "value": [0, "NaN"]},
+    ]
+    rtt = [
+        {"metric": {"pop": "bristol", "peer_pop": "london"}, "value": [0, "0.009"]},
+        {"metric": {"pop": "london", "peer_pop": "bristol"}, "value": [0, "0.011"]},
+    ]
+    out = samples_from_vectors(rate, rtt)
+    pair = out[frozenset(("bristol", "london"))]
+    assert pair.rate_bps == 4000.0  # the busier direction meets the capacity
+    assert pair.rtt_s is not None and abs(pair.rtt_s - 0.010) < 1e-12
+    assert frozenset(("dublin", "london")) not in out
