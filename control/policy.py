@@ -52,7 +52,9 @@ def _cold_start(st: ControlState, p: TierPolicy) -> float:
 
 
 def _service_rate(st: ControlState, p: TierPolicy) -> float:
-    return st.service_rate_rps if st.service_rate_rps else p.service_rate_prior_rps
+    # A stalled window (nothing served while a queue stands) measures ~0: never size from below a tenth of the prior.
+    rate = st.service_rate_rps if st.service_rate_rps else p.service_rate_prior_rps
+    return max(rate, 0.1 * p.service_rate_prior_rps)
 
 
 def _arrivals(snap: SliceSnapshot | None, st: ControlState, now_s: float) -> float | None:
@@ -72,7 +74,7 @@ def _observe(st: ControlState, ss: SliceState, p: TierPolicy, now_s: float, even
     fc_state = update(st.forecast, lam, now_s, s.forecast_alpha, s.forecast_beta) if lam is not None else st.forecast
     rate = st.service_rate_rps
     ready = ss.replicas_ready
-    if snap is not None and snap.request_rate is not None and ready > 0 and (snap.requests_waiting or 0.0) > 0:
+    if snap is not None and snap.request_rate and ready > 0 and (snap.requests_waiting or 0.0) > 0:
         obs = snap.request_rate / ready  # saturated: every ready replica is busy, so this is its service rate
         rate = obs if rate is None else (1 - _SERVICE_RATE_SMOOTHING) * rate + _SERVICE_RATE_SMOOTHING * obs
     cold, since, to = st.cold_start_s, st.scale_out_since_s, st.scale_out_to
@@ -96,42 +98,45 @@ def _observe(st: ControlState, ss: SliceState, p: TierPolicy, now_s: float, even
 def _judge(
     st: ControlState, d: Diagnosis | None, p: TierPolicy, now_s: float, events: list[ControlEvent]
 ) -> tuple[ControlState, list[Action]]:
-    """Outcome checks: effective, futile (record, roll back where safe, never again for this cause)."""
+    """Outcome checks: effective, futile (record, roll back where safe, never again for this cause).
+
+    A futile action followed by a later one of the same kind is not undone on its own: its
+    ``previous`` passes to the later one, so undoing the chain returns to the value before it."""
     present = _regimes(d)
+    checks = list(st.checks)
     keep: list[Check] = []
     futile = list(st.futile)
     rollbacks: list[Action] = []
     stale_after_s = 10 * _cold_start(st, p) + 60.0  # an action never applied (pending, dry-run) stops waiting
-    for c in st.checks:
+    for i, c in enumerate(checks):
         if not c.applied:
             if now_s <= c.expected_by_s + stale_after_s:
                 keep.append(c)
             continue
-        if now_s < c.expected_by_s + p.settings.outcome_grace_s:
-            keep.append(c)
+        if now_s < c.expected_by_s + p.settings.outcome_grace_s or d is None or d.regime is Regime.UNKNOWN:
+            keep.append(c)  # not due, or no verdict this window: judge on a later one
             continue
-        if d is None or d.regime is Regime.UNKNOWN:
-            keep.append(c)  # no verdict this window: judge on the next one
-            continue
+        later = next((k for k in range(i + 1, len(checks)) if checks[k].kind is c.kind and checks[k].applied), None)
         if c.cause == RECLAIM:
-            harmed = bool(present & {Q, C})
-            if harmed and c.previous is not None:
-                events.append(
-                    ControlEvent(now_s, p.tier, "futile", f"reclaim {c.action_id} brought back {sorted(present)}", c.cause, c.action_id)
-                )
-                futile.append((RECLAIM, c.kind.value))
-                rollbacks.append(_rollback(p, c, now_s))
-            continue
-        cause = Q if c.cause == FORECAST else Regime(c.cause) if c.cause in Regime.__members__.values() else None
-        if cause is not None and cause in present:
-            events.append(
-                ControlEvent(now_s, p.tier, "futile", f"{c.kind.value} -> {c.value} did not clear {cause.value}", c.cause, c.action_id)
-            )
-            futile.append((c.cause, c.kind.value))
-            if _rollback_safe(c, present):
-                rollbacks.append(_rollback(p, c, now_s))
+            failed = bool(present & {Q, C})
+            note = f"reclaim {c.action_id} brought back {sorted(r.value for r in present)}"
+            safe = failed and c.previous is not None
         else:
-            events.append(ControlEvent(now_s, p.tier, "effective", f"{c.kind.value} -> {c.value} cleared {c.cause}", c.cause, c.action_id))
+            cause = Q if c.cause == FORECAST else Regime(c.cause) if c.cause in Regime._value2member_map_ else None
+            failed = cause is not None and cause in present
+            note = f"{c.kind.value} -> {c.value} did not clear {cause.value if cause else c.cause}"
+            safe = failed and _rollback_safe(c, present)
+        if not failed:
+            events.append(ControlEvent(now_s, p.tier, "effective", f"{c.kind.value} -> {c.value} answered {c.cause}", c.cause, c.action_id))
+            continue
+        events.append(ControlEvent(now_s, p.tier, "futile", note, c.cause, c.action_id))
+        futile.append((c.cause, c.kind.value))
+        if not safe:
+            continue
+        if later is not None:
+            checks[later] = replace(checks[later], previous=c.previous)
+        else:
+            rollbacks.append(_rollback(p, c, now_s))
     return replace(st, checks=tuple(keep), futile=tuple(dict.fromkeys(futile))), rollbacks
 
 
@@ -169,7 +174,7 @@ def _size_for_queue(d: Diagnosis, ss: SliceState, p: TierPolicy, st: ControlStat
     arrivals = max(lam or 0.0, fc.upper if fc is not None else 0.0)
     backlog = max(snap.requests_waiting or 0.0 if snap else 0.0, arrivals * queue_delay_s(d, snap))
     need = (arrivals + backlog / s.queue_drain_s) / (mu * s.target_utilisation)
-    n = math.ceil(need - 1e-9)
+    n = math.ceil(min(need, 1e6) - 1e-9)
     if ss.replicas_ready >= ss.replicas_target:
         n = max(n, ss.replicas_target + 1)  # queueing with nothing starting: capacity is short, whatever the estimate
     return n
@@ -351,7 +356,7 @@ def decide(
     network_only = bool(binding) and all(b.regime is N for b in binding)
     if want_replicas is None and not network_only and fc is not None and (FORECAST, ActionKind.SET_REPLICAS.value) not in futile:
         mu = _service_rate(st, p)
-        n = min(math.ceil(fc.upper / (mu * s.target_utilisation) - 1e-9), limit)
+        n = min(math.ceil(min(fc.upper / (mu * s.target_utilisation), 1e6) - 1e-9), limit)
         rising = lam is not None and fc.mean > lam
         if n > target and rising:
             why = f"forecast: {fc.upper:.2f} req/s (upper bound) by t+{horizon:.0f} s, one cold start ahead; {mu:.2f} req/s per replica"

@@ -78,5 +78,11 @@ DIAGNOSIS_REGIME = "inferslice_diagnosis_regime"  # {slice,regime} 1 for the cur
 DIAGNOSIS_CONFIDENCE = "inferslice_diagnosis_confidence"  # {slice}
 DIAGNOSIS_EPISODES = "inferslice_diagnosis_episodes_total"  # {slice,regime}
 CONTROL_ACTIONS = "inferslice_control_actions_total"  # {slice,kind,outcome}
+CONTROL_DESIRED = "inferslice_control_desired"  # {slice,kind} latest decided target (replicas, cap bit/s)
+CONTROL_APPLIED = "inferslice_control_applied"  # {slice,kind} latest applied target
+CONTROL_FORECAST = "inferslice_control_forecast_requests_per_second"  # {slice,bound=mean|upper} one cold start ahead
+CONTROL_ARRIVALS = "inferslice_control_arrivals_requests_per_second"  # {slice} measured in the latest window
+CONTROL_AT_CEILING = "inferslice_control_at_ceiling"  # {slice} 1 while binding at the replica ceiling / quota
+CONTROL_LAST_TICK = "inferslice_control_last_tick_timestamp_seconds"
 API_REQUESTS = "inferslice_api_requests_total"  # {method,route,status} requests served by the diagnosis API
 API_REQUEST_DURATION = "inferslice_api_request_duration_seconds"  # histogram {method,route}

@@ -1,0 +1,100 @@
+"""The control loop's modes and error handling, in process, against the file-backed actuator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from prometheus_client.exposition import generate_latest
+
+from inferslice.actions import Action
+from inferslice.control.actuators.base import ApplyResult, PermanentActuatorError, RetryableActuatorError
+from inferslice.control.settings import tier_policies
+from inferslice.diagnosis import Diagnosis, Regime
+from inferslice.service.control_audit import AuditLog, TransitionError
+from inferslice.service.controller import Controller, Mode
+from inferslice.snapshot import SliceSnapshot
+
+from .fake_backend import FileActuator
+from .helpers import TOPOLOGY
+
+
+def _source() -> dict[str, tuple[Diagnosis, SliceSnapshot]]:
+    return {
+        "premium": (
+            Diagnosis("premium", Regime.QUEUE_LIMITED, confidence=0.9),
+            SliceSnapshot("premium", request_rate=2.0, requests_waiting=30.0, queue_time_p99_s=4.0),
+        )
+    }
+
+
+def _controller(tmp_path: Path, mode: Mode, actuator: FileActuator | None = None) -> tuple[Controller, FileActuator, dict[str, float]]:
+    act = actuator or FileActuator(tmp_path / "backend.json", TOPOLOGY)
+    clock = {"t": 100.0}
+    ctl = Controller(TOPOLOGY, tier_policies(TOPOLOGY), act, AuditLog(tmp_path / "audit.db"), _source, clock=lambda: clock["t"], mode=mode)
+    return ctl, act, clock
+
+
+def test_dry_run_records_and_applies_nothing(tmp_path: Path) -> None:
+    ctl, act, _ = _controller(tmp_path, Mode.DRY_RUN)
+    report = ctl.tick()
+    assert [a.kind.value for a in report.decided] == ["set_replicas"]
+    assert act.observe()["premium"].replicas_target == 1
+    [row] = ctl.audit.actions()
+    assert row["state"] == "dry_run" and row["diagnosis"]["regime"] == "queue_limited" and "queue_limited" in row["action"]["reason"]
+    assert ctl.states["premium"].checks == ()  # a dry-run action is never judged
+
+
+def test_approve_mode_waits_for_the_operator(tmp_path: Path) -> None:
+    ctl, act, clock = _controller(tmp_path, Mode.APPROVE)
+    ctl.tick()
+    [pending] = ctl.audit.actions(state="pending")
+    assert act.observe()["premium"].replicas_target == 1
+    clock["t"] = 102.0
+    row = ctl.approve(pending["id"], "alice")
+    assert row["state"] == "approved" and row["approved_by"] == "alice"
+    with pytest.raises(TransitionError):
+        ctl.approve(pending["id"], "bob")  # no longer pending
+    ctl.drive()
+    assert act.observe()["premium"].replicas_target == pending["action"]["value"]
+    assert ctl.audit.action(pending["id"])["state"] == "applied"  # type: ignore[index]
+    check = next(c for c in ctl.states["premium"].checks if c.action_id == pending["id"])
+    assert check.applied and check.expected_by_s == pytest.approx(102.0 + 16.0)  # judged from approval, not proposal
+    text = generate_latest(ctl.metrics.registry).decode()
+    assert 'inferslice_control_actions_total{kind="set_replicas",outcome="applied",slice="premium"} 1.0' in text
+    assert 'inferslice_control_actions_total{kind="set_replicas",outcome="pending",slice="premium"} 1.0' in text
+
+
+def test_rejected_action_is_never_applied(tmp_path: Path) -> None:
+    ctl, act, _ = _controller(tmp_path, Mode.APPROVE)
+    ctl.tick()
+    [pending] = ctl.audit.actions(state="pending")
+    ctl.reject(pending["id"], "alice")
+    ctl.drive()
+    assert act.observe()["premium"].replicas_target == 1
+    assert ctl.audit.action(pending["id"])["state"] == "rejected"  # type: ignore[index]
+
+
+class _Flaky(FileActuator):
+    def __init__(self, path: Path, error: Exception) -> None:
+        super().__init__(path, TOPOLOGY)
+        self.error = error
+
+    def apply(self, action: Action) -> ApplyResult:
+        raise self.error
+
+
+def test_retryable_errors_retry_then_fail_and_permanent_fails_at_once(tmp_path: Path) -> None:
+    (tmp_path / "r").mkdir()
+    ctl, _, _ = _controller(tmp_path / "r", Mode.AUTO, _Flaky(tmp_path / "r" / "b.json", RetryableActuatorError("busy")))
+    ctl.tick()
+    [row] = ctl.audit.actions()
+    assert row["state"] == "approved" and row["attempts"] == 1 and "retryable" in row["detail"]
+    for _ in range(4):
+        ctl.drive()
+    assert ctl.audit.action(row["id"])["state"] == "failed"  # type: ignore[index]
+    (tmp_path / "p").mkdir()
+    ctl, _, _ = _controller(tmp_path / "p", Mode.AUTO, _Flaky(tmp_path / "p" / "b.json", PermanentActuatorError("no such tier")))
+    ctl.tick()
+    [row] = ctl.audit.actions()
+    assert row["state"] == "failed" and row["attempts"] == 1 and ctl.states["premium"].checks == ()
