@@ -1,17 +1,14 @@
 """Read the diagnosis' latency attribution (seconds of TTFT/TPOT per resource) for the controller.
 
-The attribution is the diagnosis' own (``Diagnosis.attribution``: seconds of median and P99 TTFT and
-of TPOT attributed to ``queue``, ``network``, ``compute`` and ``base``). This module is the one place
-that reads it, accepting either a mapping or an object with those names, and falls back to the
-regime and its secondaries (in the classifier's order) when a diagnosis carries none, so the
-controller works with diagnoses from before attribution existed.
+The attribution is the diagnosis' own (``Diagnosis.attribution``: a ``LatencyShare`` per statistic,
+seconds of median and P99 TTFT and TPOT attributed to ``queue``, ``network``, ``compute`` and
+``base``). This module is the one place that reads it, and falls back to the regime and its
+secondaries (in the classifier's order) when a diagnosis carries none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from inferslice.diagnosis import BINDING_REGIMES, Diagnosis, Regime
 from inferslice.snapshot import SliceSnapshot
@@ -23,20 +20,6 @@ RESOURCE_OF: dict[Regime, str] = {
 }
 
 
-def _get(obj: Any, key: str) -> Any:
-    if obj is None:
-        return None
-    if isinstance(obj, Mapping):
-        return obj.get(key)
-    return getattr(obj, key, None)
-
-
-def _seconds(obj: Any) -> float | None:
-    if isinstance(obj, bool) or not isinstance(obj, (int, float)):
-        return None
-    return float(obj)
-
-
 @dataclass(frozen=True)
 class Attributed:
     regime: Regime
@@ -45,9 +28,10 @@ class Attributed:
 
 
 def attributed(diagnosis: Diagnosis, resource: str, statistic: str) -> float | None:
-    """Seconds of ``statistic`` ("ttft_p99", "ttft_p50", "tpot") attributed to ``resource``."""
-    att = getattr(diagnosis, "attribution", None)
-    return _seconds(_get(_get(att, statistic), resource))
+    """Seconds of ``statistic`` (one of ``ATTRIBUTION_STATS``) attributed to ``resource``; None without one."""
+    att = diagnosis.attribution
+    share = att.share(statistic) if att is not None else None
+    return share.seconds(resource) if share is not None else None
 
 
 def causes(diagnosis: Diagnosis) -> list[Attributed]:
@@ -63,7 +47,9 @@ def causes(diagnosis: Diagnosis) -> list[Attributed]:
     for r in diagnosis.secondary:
         if r in BINDING_REGIMES and r not in regimes:
             regimes.append(r)
-    out = [Attributed(r, attributed(diagnosis, RESOURCE_OF[r], "ttft_p99"), attributed(diagnosis, RESOURCE_OF[r], "tpot")) for r in regimes]
+    out = [
+        Attributed(r, attributed(diagnosis, RESOURCE_OF[r], "ttft_p99"), attributed(diagnosis, RESOURCE_OF[r], "tpot_p50")) for r in regimes
+    ]
     head, rest = out[:1], out[1:]
     rest.sort(key=lambda a: -(a.ttft_p99_s or 0.0))  # stable: without attribution the listed order stays
     return head + rest

@@ -164,3 +164,15 @@ def test_unknown_or_weak_diagnosis_changes_nothing() -> None:
     for d in (diag("premium", Regime.UNKNOWN), diag("premium", Q, confidence=0.1), None):
         actions, _ = decide(d, ss, POLICIES["premium"], 1.0, ControlState())
         assert actions == []
+
+
+def test_attributed_queue_seconds_size_the_scale_out() -> None:
+    from inferslice.diagnosis import Attribution, LatencyShare
+
+    # 2 replicas serving 4 req/s (2 each); attribution says 5 s of P99 TTFT is queueing, nothing waits
+    # in the gauges: backlog 4 x 5 = 20 -> (4 + 20/8) / 1.6 = 4.06 -> 5 replicas (queue_time would give 3).
+    att = Attribution(shares=(LatencyShare("ttft_p99", observed_s=5.5, reference_s=0.5, queue_s=5.0, base_s=0.5),))
+    d = replace(diag("premium", Q), attribution=att)
+    snap = SliceSnapshot("premium", request_rate=4.0, requests_waiting=1.0, queue_time_p99_s=0.5)
+    actions, _ = decide(d, state_of("premium", {"premium": 2}, snap), POLICIES["premium"], 0.0, ControlState())
+    assert [a.value for a in actions] == [5]
