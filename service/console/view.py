@@ -204,6 +204,20 @@ def topology_block(
     }
 
 
+def action_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """One action as the page reads it, flat: the controller's audit rows nest the ``Action`` under
+    ``action`` and name the tier ``tier``; the older store rows are flat already."""
+    inner = row.get("action")
+    item: dict[str, Any] = {**(inner if isinstance(inner, Mapping) else {}), **{k: v for k, v in row.items() if k != "action"}}
+    item["slice"] = item.get("slice") or row.get("tier")
+    diagnosis = row.get("diagnosis")
+    attribution = diagnosis.get("attribution") if isinstance(diagnosis, Mapping) else None
+    share = attribution.get("excess_share") if isinstance(attribution, Mapping) else None
+    item["diagnosis"] = None  # the whole verdict is too heavy to poll; its excess shares say why
+    item["cause_share"] = {k: _num(v) for k, v in share.items()} if isinstance(share, Mapping) else None
+    return item
+
+
 def action_state(action: Mapping[str, Any]) -> str:
     return str(action.get("state") or action.get("outcome") or "unknown")
 
@@ -221,7 +235,8 @@ def controller_block(actions: Iterable[Mapping[str, Any]], alerts: Iterable[Mapp
     """Pending actions (an operator can decide), the timeline (newest first), the alerts firing now."""
     pending: list[dict[str, Any]] = []
     timeline: list[dict[str, Any]] = []
-    for a in actions:
+    for row in actions:
+        a = action_row(row)
         item = {**a, "state": action_state(a), "futile": is_futile(a)}
         if item["state"] in PENDING_STATES and item.get("id"):
             pending.append(item)

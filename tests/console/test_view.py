@@ -143,3 +143,19 @@ def test_prometheus_vectors_become_undirected_link_samples() -> None:
     assert pair.rate_bps == 4000.0  # the busier direction meets the capacity
     assert pair.rtt_s is not None and abs(pair.rtt_s - 0.010) < 1e-12
     assert frozenset(("dublin", "london")) not in out
+
+
+def test_controller_audit_rows_are_flattened_with_their_cause_share() -> None:
+    row = {
+        "id": "c1",
+        "tier": "standard",
+        "kind": "set_cap",
+        "state": "applied",
+        "outcome": "futile",
+        "action": {"kind": "set_cap", "slice": "standard", "value": 1.2e6, "regime": "network_limited", "id": "c1"},
+        "diagnosis": {"regime": "network_limited", "attribution": {"excess_share": {"network": 0.9, "queue": 0.1, "compute": 0.0}}},
+    }
+    [item] = controller_block([row], [], now_s=0.0, limit=10)["timeline"]
+    assert (item["slice"], item["value"], item["state"], item["futile"]) == ("standard", 1.2e6, "applied", True)
+    assert item["cause_share"] == {"network": 0.9, "queue": 0.1, "compute": 0.0}
+    assert item["diagnosis"] is None  # not resent at every poll

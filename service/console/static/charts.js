@@ -4,8 +4,16 @@
 import uPlot from "./vendor/uplot/uPlot.esm.js";
 import { COMPONENTS, COMPONENT_COLOURS, fmtS, isNum } from "./format.js";
 
-const AXIS = { stroke: "#a5afbb", grid: { stroke: "#30363d", width: 1 }, ticks: { stroke: "#30363d" } };
-const secondsAxis = { ...AXIS, size: 60, values: (u, vals) => vals.map((v) => fmtS(v)) };
+// Canvas text does not follow CSS: size the axes from the page's root font (larger on a wall display).
+const REM = parseFloat(getComputedStyle(document.documentElement).fontSize) || 16;
+const FONT = `${Math.round(REM * 0.8)}px system-ui, "DejaVu Sans", sans-serif`;
+const HEIGHT = Math.round(REM * 11);
+const AXIS = { stroke: "#a5afbb", font: FONT, labelFont: FONT, grid: { stroke: "#30363d", width: 1 }, ticks: { stroke: "#30363d" } };
+const timeAxis = { ...AXIS, values: (u, vals) => vals.map((v) => new Date(v * 1000).toISOString().slice(11, 19)) };
+const secondsAxis = { ...AXIS, size: Math.round(REM * 4.2), values: (u, vals) => vals.map((v) => fmtS(v)) };
+
+// Every time on the page is UTC (the API's clock, the alerts), so the charts' axes are too.
+const tzDate = (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC");
 
 function width(node) {
   return Math.max(240, Math.floor(node.clientWidth || 480));
@@ -32,7 +40,7 @@ export class TierCharts {
     this.raw = [];
     const self = this;
     this.attr = new uPlot({
-      width: width(attrNode), height: 170,
+      width: width(attrNode), height: HEIGHT, tzDate,
       series: [
         { value: (u, v) => (isNum(v) ? new Date(v * 1000).toISOString().slice(11, 19) : "–") },
         ...COMPONENTS.map((c, i) => ({
@@ -41,7 +49,7 @@ export class TierCharts {
         })),
       ],
       bands: [{ series: [2, 1], fill: COMPONENT_COLOURS.network + "cc" }, { series: [3, 2], fill: COMPONENT_COLOURS.compute + "cc" }, { series: [4, 3], fill: COMPONENT_COLOURS.base + "cc" }],
-      axes: [AXIS, secondsAxis],
+      axes: [timeAxis, secondsAxis],
       scales: { y: { range: (u, min, max) => [0, Math.max(max || 0, 0.001) * 1.1] } },
       legend: { live: true }, // only the first series fills to zero; the others fill through their bands
     }, [[], [], [], [], []], attrNode);
@@ -50,7 +58,7 @@ export class TierCharts {
     this.sloTtft = sloTtft;
     this.sloTpot = sloTpot;
     this.lat = new uPlot({
-      width: width(latNode), height: 170,
+      width: width(latNode), height: HEIGHT, tzDate,
       series: [
         { value: (u, v) => (isNum(v) ? new Date(v * 1000).toISOString().slice(11, 19) : "–") },
         { label: "P99 TTFT", stroke: "#ffd33d", width: 2, value: (u, v) => fmtS(v) },
@@ -58,7 +66,7 @@ export class TierCharts {
         { label: "P99 TPOT", stroke: "#58a6ff", width: 2, scale: "tpot", value: (u, v) => fmtS(v) },
         { label: "TPOT SLO", stroke: "#58a6ff", width: 1, dash: [2, 4], scale: "tpot", value: (u, v) => fmtS(v), points: { show: false } },
       ],
-      axes: [AXIS, { ...secondsAxis, label: "TTFT" }, { ...secondsAxis, side: 1, scale: "tpot", grid: { show: false }, label: "TPOT" }],
+      axes: [timeAxis, { ...secondsAxis, label: "TTFT" }, { ...secondsAxis, side: 1, scale: "tpot", grid: { show: false }, label: "TPOT" }],
       scales: { y: { range: (u, min, max) => [0, Math.max(max || 0, sloTtft || 0) * 1.1] }, tpot: { range: (u, min, max) => [0, Math.max(max || 0, sloTpot || 0, 0.001) * 1.1] } },
     }, [[], [], [], [], []], latNode);
     this.observer = new ResizeObserver(() => this.resize());
@@ -66,8 +74,8 @@ export class TierCharts {
   }
 
   resize() {
-    this.attr.setSize({ width: width(this.attrNode), height: 170 });
-    this.lat.setSize({ width: width(this.latNode), height: 170 });
+    this.attr.setSize({ width: width(this.attrNode), height: HEIGHT });
+    this.lat.setSize({ width: width(this.latNode), height: HEIGHT });
   }
 
   update(points) {

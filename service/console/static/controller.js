@@ -52,6 +52,8 @@ function cause(a) {
   const parts = [];
   if (a.regime) parts.push(regimeLabel(a.regime));
   if (a.reason) parts.push(a.reason);
+  const share = a.cause_share && Object.entries(a.cause_share).filter(([, v]) => isNum(v) && v > 0);
+  if (share && share.length) parts.push("excess: " + share.map(([k, v]) => `${k} ${Math.round(v * 100)} %`).join(", "));
   return parts.join(": ") || "–";
 }
 
@@ -61,6 +63,10 @@ function outcome(a) {
     return Object.entries(m).filter(([k]) => k !== "futile").map(([k, v]) => `${k.replaceAll("_", " ")} ${typeof v === "number" ? +v.toFixed(3) : v}`).join(", ");
   }
   if (typeof m === "string") return m;
+  if (a.outcome === "effective" || a.outcome === "futile") {
+    return `${a.outcome}${isNum(a.outcome_s) ? ` (checked ${fmtTime(a.outcome_s)})` : ""}${a.detail ? ": " + a.detail : ""}`;
+  }
+  if (a.detail) return a.detail;
   if (a.outcome && a.outcome !== a.state) return String(a.outcome);
   return isNum(a.expected_by_s) ? `expected to help by ${fmtTime(a.expected_by_s)}` : "–";
 }
