@@ -36,14 +36,16 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def kubernetes_lister() -> PodLister:
-    """A lister using the in-cluster ServiceAccount (the ``kubernetes`` client)."""
+def kubernetes_lister(api_client: Any = None) -> PodLister:
+    """A lister with the ``kubernetes`` client; by default the in-cluster ServiceAccount."""
     from kubernetes import client, config
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
-    config.load_incluster_config()  # type: ignore[no-untyped-call]
-    core = client.CoreV1Api(client.ApiClient())
+    if api_client is None:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+        api_client = client.ApiClient()
+    core = client.CoreV1Api(api_client)
 
     def list_node_pods(node: str) -> dict[str, Any]:
         try:

@@ -98,13 +98,18 @@ def _path(err: jsonschema.ValidationError) -> str:
     return out or "<root>"
 
 
+@functools.cache
+def _validator(key: tuple[str, str]) -> jsonschema.Draft4Validator:
+    return jsonschema.Draft4Validator(registry()[key].schema)
+
+
 def validate_object(obj: dict[str, Any]) -> Kind:
     """Validate a custom-resource object; return its Kind. Raises ``SchemaError``."""
     key = (obj.get("apiVersion", ""), obj.get("kind", ""))
     kind = registry().get(key)
     if kind is None:
         raise SchemaError(f"no CRD known for {key[0]} {key[1]}", "kind")
-    validator = jsonschema.Draft4Validator(kind.schema)
+    validator = _validator(key)
     errors = sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))
     if errors:
         first = errors[0]

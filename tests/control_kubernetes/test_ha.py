@@ -1,0 +1,134 @@
+"""Leader election on a Lease, the SliceAction audit trail, and a failover that applies nothing twice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from inferslice.actions import Action, ActionKind
+from inferslice.control.actuators.kubernetes import KubernetesActuator
+from inferslice.control.actuators.kubernetes_audit import PhaseConflict, SliceActionStore, apply_recorded
+from inferslice.control.actuators.kubernetes_lease import LeaseElector, LeaseSettings
+from inferslice.deploy import apiserver, rbac
+from inferslice.deploy.custom_resources import Phase
+from inferslice.topology import Topology
+
+from .conftest import api_client
+
+NS = "inferslice-system"
+SETTINGS = LeaseSettings(lease_duration_s=15, renew_deadline_s=10, retry_period_s=2)
+
+
+def _elector(server: apiserver.StandIn, identity: str) -> LeaseElector:
+    return LeaseElector(api_client(server.url), NS, identity, settings=SETTINGS, wall_clock=lambda: 1_700_000_000.0)
+
+
+def test_one_leader_and_takeover_after_the_lease_duration(server: apiserver.StandIn) -> None:
+    a, b = _elector(server, "controller-a"), _elector(server, "controller-b")
+    assert a.tick(0.0) and not b.tick(0.0)
+    for t in range(2, 30, 2):
+        a.tick(float(t))
+        assert not b.tick(float(t)), "b must not lead while a renews"
+    # a dies at t=28; b takes over once the record has been still for a lease duration of b's clock.
+    leaders = []
+    for t in range(30, 60, 2):
+        if b.tick(float(t)):
+            leaders.append(t)
+    assert leaders and 28 + SETTINGS.lease_duration_s <= leaders[0] <= 28 + SETTINGS.lease_duration_s + 2 * SETTINGS.retry_period_s
+    # a comes back believing nothing: it sees b's fresh record and stays a follower.
+    assert not a.tick(float(leaders[0] + 1))
+    lease = server.store.get(apiserver._resource("coordination.k8s.io", "v1", "leases"), NS, "inferslice-controller")
+    assert lease["spec"]["holderIdentity"] == "controller-b" and lease["spec"]["leaseTransitions"] == 1
+
+
+def test_a_leader_that_cannot_renew_stops_acting_before_anyone_may_take_over(server: apiserver.StandIn) -> None:
+    a = _elector(server, "controller-a")
+    assert a.tick(0.0)
+    # no successful renew after t=0 (apiserver unreachable): a stops at the renew deadline, < the lease duration
+    assert a.is_leader(SETTINGS.renew_deadline_s - 0.1)
+    assert not a.is_leader(SETTINGS.renew_deadline_s)
+
+
+def _action(n: int, tier: str, replicas: int) -> Action:
+    return Action(ActionKind.SET_REPLICAS, tier, replicas, reason="queue above reference", regime="queue_limited", id=f"act-{n}")
+
+
+def test_slice_actions_record_once_and_follow_the_phase_rules(server: apiserver.StandIn) -> None:
+    store = SliceActionStore(api_client(server.url), NS)
+    first = store.record(_action(1, "premium", 3), diagnosis_id="d-9")
+    assert first.phase == Phase.PENDING
+    again = store.record(_action(1, "premium", 3))
+    assert again.action == first.action and again.phase == Phase.PENDING
+    assert len(store.list()) == 1
+    approved = store.set_phase("act-1", Phase.APPROVED, by="alice")
+    assert approved.status["approvedBy"] == "alice"
+    with pytest.raises(PhaseConflict):
+        store.set_phase("act-1", Phase.ROLLED_BACK)
+    assert store.list(Phase.APPROVED)[0].action.id == "act-1"
+
+
+def test_no_action_is_applied_twice_across_a_failover(server: apiserver.StandIn, topology: Topology) -> None:
+    def replica(identity: str) -> tuple[LeaseElector, SliceActionStore, KubernetesActuator]:
+        client = api_client(server.url)
+        return (LeaseElector(client, NS, identity, settings=SETTINGS), SliceActionStore(client, NS), KubernetesActuator(topology, client))
+
+    a, b = replica("controller-a"), replica("controller-b")
+    decisions = [_action(1, "premium", 3), _action(2, "standard", 2), _action(3, "premium", 4)]
+    both: list[float] = []
+
+    def step(ctl: tuple[LeaseElector, SliceActionStore, KubernetesActuator], identity: str, now: float, todo: list[Action]) -> None:
+        elector, store, act = ctl
+        if elector.tick(now):
+            for action in todo:
+                apply_recorded(store, act, action, identity, auto=True)
+
+    step(a, "controller-a", 0.0, decisions[:1])
+    step(b, "controller-b", 0.0, decisions)  # follower: does nothing
+    # a applies action 2 and dies before recording it as applied.
+    elector_a, store_a, act_a = a
+    assert elector_a.tick(2.0)
+    store_a.record(decisions[1])
+    act_a.apply(decisions[1])
+    for t in range(2, 40, 2):
+        now = float(t)
+        if elector_a.is_leader(now) and b[0].is_leader(now):
+            both.append(now)
+        step(b, "controller-b", now, decisions)  # b decides the same actions; acts once it leads
+    assert both == []
+    patches = [c for c in server.store.calls if c.verb == "patch" and c.resource == "rayservices"]
+    assert len(patches) == len(decisions), "each action changed its RayService exactly once"
+    recs = {r.action.id: r for r in b[1].list()}
+    assert {k: r.phase for k, r in recs.items()} == dict.fromkeys(("act-1", "act-2", "act-3"), Phase.APPLIED)
+    assert recs["act-1"].status["appliedBy"] == "controller-a"
+    assert recs["act-2"].status["appliedBy"] == "controller-b"
+    assert recs["act-2"].status["message"].startswith("already_applied")
+
+
+def test_controller_and_api_calls_are_exactly_their_platform_permissions(server: apiserver.StandIn) -> None:
+    client = api_client(server.url)
+    elector, store = LeaseElector(client, NS, "c", settings=SETTINGS), SliceActionStore(client, NS)
+    elector.tick(0.0)
+    elector.tick(2.0)
+    store.record(_action(1, "free", 1))
+    store.record(_action(1, "free", 1))
+    store.set_phase("act-1", Phase.APPROVED, by="op")
+    store.list()
+    _list_tiers(client)
+    used = {(c.group, c.resource, c.verb) for c in server.store.calls if c.namespace == NS}
+    declared = {
+        (p.api_group, p.resource, v)
+        for p in rbac.PERMISSIONS
+        if p.scope == rbac.Scope.PLATFORM and p.component in (rbac.Component.CONTROLLER, rbac.Component.API)
+        for v in p.verbs
+    }
+    assert used == declared, f"unused grants: {declared - used}; calls without a grant: {used - declared}"
+
+
+def _list_tiers(client: Any) -> list[dict[str, Any]]:
+    from kubernetes import client as k
+
+    items: list[dict[str, Any]] = k.CustomObjectsApi(client).list_namespaced_custom_object(
+        "inferslice.io", "v1alpha1", NS, "inferslicetiers"
+    )["items"]
+    return items
