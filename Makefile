@@ -4,6 +4,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 APT_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter openvswitch-switch iperf3 iproute2 python3-venv chromium
 OUT ?= demo-out
+# DEMO_PHASE_S=N: every phase of the demo story lasts N seconds (a short story, same code path; default: the full story)
+DEMO_PHASE_S ?=
 
 .PHONY: setup apt venv test lint demo bench clean
 
@@ -32,7 +34,7 @@ test: setup lint
 demo:
 	@if [ "$$(id -u)" != 0 ]; then echo "make demo: the testbed needs root (network namespaces, HTB qdiscs, TUN devices); run it as root. Nothing was built." >&2; exit 1; fi
 	@$(MAKE) --no-print-directory setup
-	$(VENV)/bin/inferslice demo --out $(OUT)
+	$(VENV)/bin/inferslice demo --out $(OUT)$(if $(DEMO_PHASE_S), --phase-s $(DEMO_PHASE_S))
 
 bench: setup
 	$(VENV)/bin/inferslice bench all --out bench/results

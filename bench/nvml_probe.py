@@ -1,6 +1,6 @@
 """Run the REAL NVML path once and print what it read (for a machine with an NVIDIA GPU).
 
-``.venv/bin/python bench/nvml_probe.py [--pop NAME]``: prints each device's NVML readings, then
+``.venv/bin/python -m inferslice.bench.nvml_probe [--pop NAME]``: prints each device's NVML readings, then
 the exposition the ``gpu_nvml`` source produces from them. Exit 1 when NVML cannot be read (no
 GPU, no driver, or nvidia-ml-py missing), with NVML's reason.
 """

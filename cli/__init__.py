@@ -1,6 +1,6 @@
 """The ``inferslice`` command line: one entry point, one module per subcommand.
 
-Each subcommand lives in its own module (moving from ``inferslice/commands/`` to ``cli/``) and exposes ``HELP`` (one line),
+Each subcommand lives in ``cli/<name>.py`` (the demo in ``cli/demo/``) and exposes ``HELP`` (one line),
 ``add_arguments(parser)`` and ``run(args) -> int``. Modules are imported only when their
 subcommand runs, so a broken optional dependency of one command never breaks the others.
 """
@@ -33,7 +33,7 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         if name == selected:
             try:
-                module = importlib.import_module(f"inferslice.commands.{name}")
+                module = importlib.import_module(f"inferslice.cli.{name}")
             except ImportError as err:  # a missing optional dependency disables just this command
                 p.set_defaults(_import_error=f"{name}: unavailable ({err})")
                 continue

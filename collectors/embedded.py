@@ -68,6 +68,7 @@ class EmbeddedSource:
         self.store = SeriesStore(retention_s=self.settings.max_window_s)
         self.targets: dict[str, TargetStatus] = {url: TargetStatus(url) for url in targets}
         self._transport = transport
+        self._polled_at_s: float | None = None  # the instant of the last synchronous poll
 
     # -- ingestion ---------------------------------------------------------------------------
 
@@ -117,7 +118,14 @@ class EmbeddedSource:
         return dict(self.targets)
 
     def poll(self, now_s: float) -> dict[str, TargetStatus]:
-        """Synchronous ``poll_async`` for callers without an event loop (inside one, await ``poll_async``)."""
+        """Synchronous ``poll_async`` for callers without an event loop (inside one, await ``poll_async``).
+
+        One scrape per instant: loops that share this source (the diagnosis benchmark runs one per
+        window length at the same instants) call ``poll(now_s)`` each, and only the first scrapes.
+        """
+        if self._polled_at_s == now_s:
+            return dict(self.targets)
+        self._polled_at_s = now_s
         return asyncio.run(self.poll_async(now_s))
 
     # -- MetricSource ------------------------------------------------------------------------

@@ -110,6 +110,9 @@ class PrometheusSource:
                     per_slice[sl][field_name] = None if math.isnan(value) else value
         return per_slice
 
+    def poll(self, now_s: float) -> None:
+        """Nothing to collect: Prometheus scrapes on its own schedule."""
+
     def snapshot(self, slice: str, window_s: float, now_s: float) -> SliceSnapshot:
         values = self._collect((slice,), window_s, now_s)[slice]
         snap: SliceSnapshot = assemble_snapshot(find_slice(self.slices, slice), values, now_s, window_s)

@@ -1,7 +1,9 @@
 """The ``MetricSource`` protocol and what both implementations share.
 
 A source turns the metrics of one window into ``SliceSnapshot`` s. ``PrometheusSource`` asks a
-Prometheus server; ``EmbeddedSource`` scrapes the exporters itself. Both take the same
+Prometheus server; ``EmbeddedSource`` scrapes the exporters itself. Every source is driven the same
+way: ``poll(now_s)`` (scrape what needs scraping at that instant: nothing for Prometheus, which
+scrapes on its own), then ``snapshots(now_s, window_s)``. Both take the same
 ``FieldSettings`` and slice list and interpret the same field table (``fields.py``).
 
 Errors: a source that cannot be reached at all raises ``SourceUnavailable``; a field whose series
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from inferslice.collectors.promfuncs import finite_or_none
-from inferslice.snapshot import SliceSnapshot
+from inferslice.snapshot import SliceSnapshot, with_configured_slos
 from inferslice.topology import Topology
 
 
@@ -34,6 +36,10 @@ def slices_from_topology(topology: Topology) -> tuple[SliceConfig, ...]:
 
 @runtime_checkable
 class MetricSource(Protocol):
+    def poll(self, now_s: float) -> object:
+        """Collect what this source needs for instant ``now_s``; a second call for the same instant is free."""
+        ...
+
     def snapshot(self, slice: str, window_s: float, now_s: float) -> SliceSnapshot:
         """One slice over ``[now_s - window_s, now_s]``; ``SourceUnavailable`` when unreachable."""
         ...
@@ -50,18 +56,15 @@ class MetricSource(Protocol):
 def assemble_snapshot(
     cfg: SliceConfig, values: Mapping[str, float | None], now_s: float, window_s: float
 ) -> SliceSnapshot:
-    """Build a snapshot from per-field raw values; the tiers file's SLO wins over the exported one."""
+    """Build a snapshot from per-field raw values; the tiers file's SLO wins (``with_configured_slos``)."""
     clean: dict[str, Any] = {k: finite_or_none(v) for k, v in values.items()}
     for key in ("gpu_utilization", "gpu_share", "kv_cache_usage"):
         # A ratio a hair above 1 (a rounding exporter) would make the snapshot invalid input elsewhere.
         v = clean.get(key)
         if v is not None:
             clean[key] = min(max(v, 0.0), 1.0)
-    if cfg.slo_ttft_p99_s is not None:
-        clean["slo_ttft_p99_s"] = cfg.slo_ttft_p99_s
-    if cfg.slo_tpot_p99_s is not None:
-        clean["slo_tpot_p99_s"] = cfg.slo_tpot_p99_s
-    return SliceSnapshot(slice=cfg.name, window_end_s=now_s, window_s=window_s, **clean)
+    snap = SliceSnapshot(slice=cfg.name, window_end_s=now_s, window_s=window_s, **clean)
+    return with_configured_slos(snap, cfg.slo_ttft_p99_s, cfg.slo_tpot_p99_s)
 
 
 def find_slice(slices: Sequence[SliceConfig], name: str) -> SliceConfig:

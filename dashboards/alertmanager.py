@@ -3,6 +3,10 @@ receiver a webhook to the diagnosis API's ``POST /v1/alerts``.
 
 Distinct receiver names per route let the API tell from the payload's ``receiver`` field which
 tier and severity an alert group was routed as, though all of them post to the same URL.
+
+The webhook is a mutating endpoint of the API, so it needs the API's bearer token: with
+``token_file`` every webhook carries ``http_config.authorization`` reading the token from that file
+(Alertmanager rereads it per request, so the token never appears in the config itself).
 """
 
 from __future__ import annotations
@@ -26,8 +30,11 @@ def webhook_url(api_url: str) -> str:
     return f"{api_url.rstrip('/')}/v1/alerts"
 
 
-def _receiver(name: str, api_url: str) -> dict[str, Any]:
-    return {"name": name, "webhook_configs": [{"url": webhook_url(api_url), "send_resolved": True, "max_alerts": 0}]}
+def _receiver(name: str, api_url: str, token_file: str | None = None) -> dict[str, Any]:
+    hook: dict[str, Any] = {"url": webhook_url(api_url), "send_resolved": True, "max_alerts": 0}
+    if token_file is not None:
+        hook["http_config"] = {"authorization": {"type": "Bearer", "credentials_file": token_file}}
+    return {"name": name, "webhook_configs": [hook]}
 
 
 def receiver_name(tier: str | None, severity: str | None) -> str:
@@ -38,23 +45,26 @@ def _scaled(timing: dict[str, str], factor: float) -> dict[str, str]:
     return timing if factor == 1.0 else {k: scaled_duration(v, factor) for k, v in timing.items()}
 
 
-def alertmanager_config(topology: Topology, api_url: str = DEFAULT_API_URL, hold_scale: float = 1.0) -> dict[str, Any]:
-    """``hold_scale`` multiplies every group_wait/group_interval/repeat_interval (tests: ~0.01, as the rules' holds)."""
+def alertmanager_config(
+    topology: Topology, api_url: str = DEFAULT_API_URL, hold_scale: float = 1.0, token_file: str | None = None
+) -> dict[str, Any]:
+    """``hold_scale`` multiplies every group_wait/group_interval/repeat_interval (tests: ~0.01, as the rules' holds);
+    ``token_file``: an absolute path Alertmanager reads the API's bearer token from."""
     if not hold_scale > 0:
         raise ValueError("hold_scale must be > 0")
     routes: list[dict[str, Any]] = []
-    receivers = [_receiver(receiver_name(None, None), api_url)]
+    receivers = [_receiver(receiver_name(None, None), api_url, token_file)]
     for tier in sorted(topology.tiers, key=lambda t: -t.priority):
         for severity in (SEVERITY_PAGE, SEVERITY_TICKET):
             name = receiver_name(tier.name, severity)
             routes.append(
                 {"receiver": name, "matchers": [f'slice="{tier.name}"', f'severity="{severity}"'], **_scaled(_TIMING[severity], hold_scale)}
             )
-            receivers.append(_receiver(name, api_url))
+            receivers.append(_receiver(name, api_url, token_file))
     for severity in (SEVERITY_PAGE, SEVERITY_TICKET):  # alerts without a slice label (sources, scrape targets)
         name = receiver_name(None, severity)
         routes.append({"receiver": name, "matchers": [f'severity="{severity}"'], **_scaled(_TIMING[severity], hold_scale)})
-        receivers.append(_receiver(name, api_url))
+        receivers.append(_receiver(name, api_url, token_file))
     return {
         "global": {"resolve_timeout": "5m"},
         "route": {

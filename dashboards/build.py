@@ -85,15 +85,17 @@ def generate(
     dashboards_path: str = "/var/lib/grafana/dashboards/inferslice",
     namespace: str = "monitoring",
     hold_scale: float = 1.0,
+    token_file: str | None = None,
 ) -> Artefacts:
     """``hold_scale`` shortens alert holds and Alertmanager grouping for tests (rule file and
-    Alertmanager config only: the promtool unit tests and the PrometheusRule keep production holds)."""
+    Alertmanager config only: the promtool unit tests and the PrometheusRule keep production holds).
+    ``token_file``: where Alertmanager reads the API's bearer token for the webhook (see alertmanager.py)."""
     return Artefacts(
         dashboards=boards.all_dashboards(topology, api_url),
         rule_file=rules.rule_file(topology, api_url, hold_scale),
         rule_tests=ruletests.rule_tests(topology, ["../rules/inferslice.rules.yml"], api_url),
         prometheus_rule=rules.prometheus_rule(topology, api_url, namespace),
-        alertmanager=alertmanager.alertmanager_config(topology, api_url, hold_scale),
+        alertmanager=alertmanager.alertmanager_config(topology, api_url, hold_scale, token_file),
         datasources=datasource_provisioning(topology, prometheus_url),
         providers=dashboard_provisioning(dashboards_path),
     )

@@ -106,6 +106,21 @@ class SliceSnapshot:
         return {k: v for k, v in out.items() if v is not None} if drop_none else out
 
 
+def with_configured_slos(snapshot: SliceSnapshot, slo_ttft_p99_s: float | None, slo_tpot_p99_s: float | None) -> SliceSnapshot:
+    """The one rule for a slice's SLOs: the tiers file wins.
+
+    A configured SLO replaces whatever the snapshot carried (an exporter's ``slo`` gauge or a posted
+    body): the tiers file is the contract with the tenant, and a window must not be judged against a
+    looser target because its source said so. Where the tiers file has none (an unconfigured slice),
+    the snapshot's own SLO stands. Both the collectors and the diagnosis service apply this.
+    """
+    return dataclasses.replace(
+        snapshot,
+        slo_ttft_p99_s=slo_ttft_p99_s if slo_ttft_p99_s is not None else snapshot.slo_ttft_p99_s,
+        slo_tpot_p99_s=slo_tpot_p99_s if slo_tpot_p99_s is not None else snapshot.slo_tpot_p99_s,
+    )
+
+
 SNAPSHOT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(SliceSnapshot))
 NUMERIC_FIELDS: frozenset[str] = frozenset(SNAPSHOT_FIELDS) - {"slice", "id"}
 # Ratios must lie in 0-1; everything else numeric must be finite and >= 0.
@@ -129,7 +144,10 @@ def snapshot_from_dict(data: Mapping[str, Any]) -> SliceSnapshot:
         value = data[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InputError(f"must be a number, got {type(value).__name__}", key)
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:  # an integer literal beyond any float
+            raise InputError(f"must be a finite number >= 0, got an integer of {len(str(value))} digits", key) from None
         if not math.isfinite(value) or value < 0:
             raise InputError(f"must be a finite number >= 0, got {value}", key)
         if key in RATIO_FIELDS and value > 1.0:

@@ -2,7 +2,7 @@
 
 The ``pynvml`` module is passed into the source so tests can hand it a fake: this machine has no
 GPU, so the real module's ``nvmlInit`` fails here with ``NVMLError`` (library not found) and the
-source reports itself down, which is exactly the "no NVML" path. ``bench/nvml_probe.py`` runs the
+source reports itself down, which is exactly the "no NVML" path. ``python -m inferslice.bench.nvml_probe`` runs the
 real path on a machine that has one.
 
 NVML units: utilisation in percent (exported as a 0-1 ratio), memory in bytes, power in mW
@@ -109,7 +109,7 @@ class NvmlSource:
         return [util, used, total, power, slice_mem]
 
     def devices(self) -> list[dict[str, Any]]:
-        """What NVML reports per device (for bench/nvml_probe.py); raises NVMLError as NVML does."""
+        """What NVML reports per device (for inferslice.bench.nvml_probe); raises NVMLError as NVML does."""
         nv = self._nvml
         if nv is None:
             raise SourceUnavailable("nvidia-ml-py (pynvml) is not installed")

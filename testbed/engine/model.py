@@ -11,7 +11,7 @@ where B_gpu counts running sequences over every replica on the same physical GPU
 gpu_share < 1 models an injected co-tenant (how compute-limited episodes are made).
 
 Drive it with ``submit`` / ``next_event_time`` / ``step(now_s)``; ``driver.EngineDriver`` runs it
-in real time, ``bench/engine_calibration.py`` and the unit tests with a fake clock.
+in real time, ``inferslice bench engine`` and the unit tests with a fake clock.
 """
 
 from __future__ import annotations

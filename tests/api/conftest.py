@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from inferslice.api.app import create_app
-from inferslice.api.store import Store
 from inferslice.bottleneck import HysteresisPolicy
+from inferslice.service.app import create_app
+from inferslice.service.store import Store
 from inferslice.topology import Topology, load_topology
 
 with warnings.catch_warnings():
@@ -37,6 +37,7 @@ def topology() -> Topology:
 
 
 AppFactory = Callable[[Path | str], tuple[TestClient, Store]]
+TOKEN = "test-token"  # mutating endpoints need it; the client fixture sends it
 
 
 @pytest.fixture
@@ -46,8 +47,8 @@ def make_client(topology: Topology, clock: FakeClock) -> Iterator[AppFactory]:
     def make(db: Path | str = ":memory:") -> tuple[TestClient, Store]:
         store = Store(db)
         stores.append(store)
-        app = create_app(store, topology, clock=clock, hysteresis=HysteresisPolicy(open_windows=3, close_windows=2))
-        return TestClient(app), store
+        app = create_app(store, topology, clock=clock, hysteresis=HysteresisPolicy(open_windows=3, close_windows=2), token=TOKEN)
+        return TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"}), store
 
     yield make
     for s in stores:

@@ -17,13 +17,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from inferslice.api.store import Store
 from inferslice.bottleneck import classify
 from inferslice.common.ports import free_port
+from inferslice.service.store import Store
 from inferslice.snapshot import snapshot_from_dict
 
 AM_BIN = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-
+TOKEN = "live-test-token-9f2c"  # distinctive, so a leak into the logs is found
 
 
 def _wait(url: str, timeout_s: float = 20.0) -> None:
@@ -38,15 +38,23 @@ def _wait(url: str, timeout_s: float = 20.0) -> None:
     raise AssertionError(f"{url} never answered 200")
 
 
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     port = free_port()
     db = tmp_path / "api.db"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "inferslice.cli", "api", "--port", str(port), "--db", str(db), "--log-level", "warning"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    log = tmp_path / "api.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "inferslice.cli", "api", "--port", str(port), "--db", str(db), "--token-file", str(token_file),
+             "--log-level", "info"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
         _wait(base + "/readyz")
@@ -63,7 +71,7 @@ def api(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 def test_api_command_serves_and_persists(api: tuple[str, Path]) -> None:
     base, db = api
     body = {"slice": "free", "ttft_p99_s": 5, "tpot_p50_s": 0.026, "ref_tpot_p50_s": 0.025, "link_rx_bps": 9e5, "link_cap_bps": 1e7}
-    r = httpx.post(base + "/v1/snapshots", json=body, timeout=5)
+    r = httpx.post(base + "/v1/snapshots", json=body, headers=AUTH, timeout=5)
     assert r.status_code == 201 and r.json()["diagnosis"]["regime"] == "queue_limited"
     assert httpx.get(base + "/v1/topology", timeout=5).json()["links"]
     # Another connection (a second process could do the same) reads what the server wrote: WAL mode.
@@ -74,6 +82,22 @@ def test_api_command_serves_and_persists(api: tuple[str, Path]) -> None:
         reader.close()
 
 
+def test_mutations_need_the_token_reads_do_not_and_it_is_never_logged(api: tuple[str, Path], tmp_path: Path) -> None:
+    base, _ = api
+    body = {"slice": "free", "ttft_p99_s": 0.1}
+    ref = {"tpot_p50_s": 0.025}
+    hook = {"version": "4", "groupKey": "g", "status": "firing", "receiver": "r", "alerts": []}
+    for method, path, payload in (("POST", "/v1/snapshots", body), ("PUT", "/v1/slices/free/reference", ref), ("POST", "/v1/alerts", hook)):
+        assert httpx.request(method, base + path, json=payload, timeout=5).status_code == 401, path
+        wrong = {"Authorization": "Bearer not-the-token"}
+        r = httpx.request(method, base + path, json=payload, headers=wrong, timeout=5)
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", path
+        assert httpx.request(method, base + path, json=payload, headers=AUTH, timeout=5).status_code in (200, 201), path
+    for path in ("/v1/slices", "/v1/slices/free", "/v1/alerts", "/v1/topology", "/metrics"):
+        assert httpx.get(base + path, timeout=5).status_code == 200, path
+    assert TOKEN not in (tmp_path / "api.log").read_text()
+
+
 @pytest.mark.skipif(AM_BIN is None, reason="prometheus-alertmanager is not installed")
 def test_alertmanager_delivers_to_the_webhook(api: tuple[str, Path], tmp_path: Path) -> None:
     base, _ = api
@@ -81,7 +105,8 @@ def test_alertmanager_delivers_to_the_webhook(api: tuple[str, Path], tmp_path: P
     cfg = tmp_path / "am.yml"
     cfg.write_text(
         "route: {receiver: inferslice, group_by: [alertname, slice], group_wait: 1s, group_interval: 1s, repeat_interval: 1h}\n"
-        f"receivers: [{{name: inferslice, webhook_configs: [{{url: '{base}/v1/alerts', send_resolved: true}}]}}]\n"
+        f"receivers: [{{name: inferslice, webhook_configs: [{{url: '{base}/v1/alerts', send_resolved: true,"
+        f" http_config: {{authorization: {{type: Bearer, credentials_file: '{tmp_path / 'token'}'}}}}}}]}}]\n"
     )
     assert AM_BIN is not None
     am = subprocess.Popen(

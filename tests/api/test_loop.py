@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from inferslice.api.app import create_app
-from inferslice.api.loop import DiagnosisLoop, LoopSettings
-from inferslice.api.store import Store
 from inferslice.errors import SourceUnavailable
+from inferslice.service.app import create_app
+from inferslice.service.loop import DiagnosisLoop, LoopSettings
+from inferslice.service.store import Store
 from inferslice.snapshot import SliceSnapshot
 from inferslice.topology import load_topology
 
@@ -17,6 +17,9 @@ class FlakySource:
     def __init__(self, fail_on: set[int]) -> None:
         self.calls = 0
         self.fail_on = fail_on
+
+    def poll(self, now_s: float) -> None:
+        pass
 
     def snapshot(self, slice: str, window_s: float, now_s: float) -> SliceSnapshot:
         return self.snapshots(now_s, window_s)[0]

@@ -7,23 +7,22 @@ import dataclasses
 import httpx
 import pytest
 
-from inferslice.api.app import create_app
-from inferslice.api.loop import DiagnosisLoop, LoopSettings
-from inferslice.api.store import Store
-from inferslice.benchmarks.diagnosis import (
+from inferslice.bench.diagnosis import (
     DEFAULT_INJECTIONS,
     BenchSettings,
     Ticker,
     _changes,
-    _Prepolled,
     _recording_sink,
     _schedule,
     markdown,
     quick_settings,
 )
-from inferslice.benchmarks.diagnosis_score import Change, Targets, recommend_window, replay, score_change, score_loops, summarize
+from inferslice.bench.diagnosis_score import Change, Targets, recommend_window, replay, score_change, score_loops, summarize
 from inferslice.bottleneck import DEFAULT
 from inferslice.collectors import EmbeddedSource, FieldSettings, SliceConfig
+from inferslice.service.app import create_app
+from inferslice.service.loop import DiagnosisLoop, LoopSettings
+from inferslice.service.store import Store
 from inferslice.snapshot import SliceSnapshot
 from inferslice.topology import load_topology
 
@@ -164,10 +163,10 @@ def test_ticker_polls_the_shared_embedded_source_once_and_runs_every_loop_at_the
     logs: dict[float, list[dict]] = {4.0: [], 8.0: []}
     stores = [Store(":memory:") for _ in logs]
     loops = [
-        DiagnosisLoop(_Prepolled(source), _recording_sink(create_app(st, None).state.service, logs[w]), LoopSettings(2.0, w))
+        DiagnosisLoop(source, _recording_sink(create_app(st, None).state.service, logs[w]), LoopSettings(2.0, w))
         for st, w in zip(stores, logs, strict=True)
     ]
-    ticker = Ticker(loops, source, interval_s=2.0)
+    ticker = Ticker(loops, interval_s=2.0)
     for i in range(5):
         page["text"] = CLIENT_TEXT.format(n=10 * i, s=0.05 * 10 * i)
         ticker.tick(T0 + 2 * i)

@@ -24,9 +24,9 @@ from inferslice import metric_names as m
 from inferslice.dashboards import live
 from inferslice.dashboards.alertmanager import receiver_name
 from inferslice.dashboards.rules import ALERT_REGIME, ALERT_TTFT, SEVERITY_TICKET
+from inferslice.service.platform import Platform
 
 from .conftest import Testbed, needs_monitoring, needs_root
-from .platform_stack import Platform
 
 pytestmark = [needs_root, needs_monitoring, pytest.mark.root, pytest.mark.slow]
 
@@ -71,7 +71,7 @@ def _alert(alerts: list[dict[str, Any]], name: str, **labels: str) -> dict[str, 
 def test_every_panel_has_data_and_the_free_breach_alerts_the_api(testbed: Testbed, platform: Platform) -> None:
     plat = platform
     assert plat.artefacts is not None
-    runs = [plat.start_load(tier, c, LOAD_S, testbed.client_netns, seed=i) for i, (tier, c) in enumerate(CONCURRENCY.items())]
+    runs = [plat.start_load(tier, tier, c, LOAD_S, seed=i, records=True) for i, (tier, c) in enumerate(CONCURRENCY.items())]
     try:
         # -- 1. every panel query returns data ------------------------------------------------------------
         deadline = time.monotonic() + PANELS_TIMEOUT_S
@@ -100,7 +100,7 @@ def test_every_panel_has_data_and_the_free_breach_alerts_the_api(testbed: Testbe
         ttft = regime = None
         alerts: list[dict[str, Any]] = []
         while time.monotonic() < deadline and not (ttft and regime):
-            alerts = plat.api_alerts()
+            alerts = plat.alerts()
             ttft = _alert(alerts, ALERT_TTFT, slice="free")
             regime = _alert(alerts, ALERT_REGIME, slice="free", regime="queue_limited")
             if not (ttft and regime):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from inferslice.benchmarks import diagnosis
+from inferslice.bench import diagnosis
 
 from .conftest import Testbed, needs_root
 

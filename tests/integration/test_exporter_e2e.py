@@ -27,10 +27,10 @@ import numpy as np
 import pytest
 
 from inferslice import metric_names as m
+from inferslice.service.platform import Platform
 from inferslice.testbed.net import edge_counters, set_cap
 
-from .conftest import Testbed, needs_monitoring, needs_root
-from .platform_stack import SCRAPE_INTERVAL_S, Platform
+from .conftest import SCRAPE_INTERVAL_S, Testbed, needs_monitoring, needs_root
 
 pytestmark = [needs_root, needs_monitoring, pytest.mark.root, pytest.mark.slow]
 
@@ -103,7 +103,7 @@ def test_link_bytes_and_caps_match_the_kernel(testbed: Testbed, platform: Platfo
     with KernelPoller(testbed.state_dir) as kernel:
         time.sleep(0.5)
         k_before = kernel.samples[-1][1]
-        run = plat.start_load(TIER, CONCURRENCY, LOAD_S, testbed.client_netns)
+        run = plat.start_load(TIER, TIER, CONCURRENCY, LOAD_S, records=True)
         rc = run.wait(LOAD_S + 60)
         time.sleep(2 * SCRAPE_INTERVAL_S + 0.5)  # the scrapes after the last byte
         k_after = kernel.samples[-1][1]

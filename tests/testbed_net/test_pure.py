@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from inferslice.commands import testbed as cmd
+from inferslice.cli import testbed as cmd
 from inferslice.errors import ConfigError, InputError, NotPrivilegedError
 from inferslice.testbed.net import htb, lifecycle, parse_htb_class, parse_rate
 from inferslice.testbed.net.plan import IFNAMSIZ_MAX, net_plan

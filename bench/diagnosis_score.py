@@ -21,9 +21,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from inferslice.api.service import DiagnosisService
-from inferslice.api.store import Store
 from inferslice.bottleneck import DEFAULT, Thresholds
+from inferslice.service.diagnosis import DiagnosisService
+from inferslice.service.store import Store
 from inferslice.snapshot import snapshot_from_dict
 from inferslice.topology import Topology
 

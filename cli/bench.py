@@ -1,9 +1,11 @@
-"""``inferslice bench``: the benchmarks of ``inferslice.benchmarks``, each as ratios to a same-run baseline.
+"""``inferslice bench``: the benchmarks of ``inferslice.bench``, each as ratios to a same-run baseline.
 
     inferslice bench exporter [--sizes 100,1000] [--repeat 15]     (root, prometheus-node-exporter)
     inferslice bench classifier [--n 20000] [--api]
     inferslice bench engine [--tier T] [--concurrency C] [--duration-s 60]
-    inferslice bench diagnosis --out DIR [--repetitions 2]         (root: runs on the testbed, ~3 min)
+    inferslice bench diagnosis [--diagnosis-out DIR] [--repetitions 2] [--windows 4,6,8] [--set NAME=VALUE]
+                                                                    (root: runs on the testbed, ~5 min)
+    inferslice bench diagnosis --rescore [--set NAME=VALUE]        (replay a finished run's windows, seconds)
     inferslice bench all --out DIR                                  (each as DIR/<name>.json + DIR/summary.md)
 
 Each prints a markdown summary; ``--json FILE`` (``-`` for stdout) also writes the raw result.
@@ -57,6 +59,58 @@ def _add_diagnosis(p: argparse.ArgumentParser) -> None:
     p.add_argument("--diagnosis-out", default="bench/results/diagnosis", help="directory for the run's windows and report")
     p.add_argument("--repetitions", type=int, default=2, help="changes per injection (default 2)")
     p.add_argument("--state-dir", default=None, help="testbed state directory (default /run/inferslice)")
+    p.add_argument("--diagnosis-topology", default=None, help="tiers file when the benchmark brings the testbed up")
+    p.add_argument("--windows", default="4,6,8", help="comma-separated window lengths (s), evaluated side by side")
+    p.add_argument("--sources", default="prometheus,embedded", help="comma-separated sources, evaluated side by side")
+    p.add_argument("--baseline-s", type=float, default=None, help="healthy load before the first change")
+    p.add_argument("--hold-s", type=float, default=None, help="how long each change holds")
+    p.add_argument("--recover-s", type=float, default=None, help="how long each reverse change holds")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a classifier threshold (repeatable)")
+    p.add_argument("--rescore", action="store_true", help="replay the recorded windows in --diagnosis-out instead of running")
+
+
+def _thresholds(pairs: list[str]) -> Any:
+    import dataclasses
+
+    from inferslice.bottleneck import DEFAULT, Thresholds
+
+    names = {f.name for f in dataclasses.fields(Thresholds)}
+    values = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        if key not in names:
+            raise ConfigError(f"unknown threshold {key!r} (have {', '.join(sorted(names))})", "--set")
+        values[key] = float(value)
+    return dataclasses.replace(DEFAULT, **values)
+
+
+def _run_diagnosis(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    import dataclasses
+    import os
+
+    from inferslice.bench import diagnosis
+    from inferslice.common.registry import DEFAULT_STATE_DIR
+
+    out = Path(args.diagnosis_out)
+    thresholds = _thresholds(args.set)
+    if args.rescore:
+        result = diagnosis.rescore(out, thresholds, args.diagnosis_topology)
+        (out / "rescored").mkdir(parents=True, exist_ok=True)
+        diagnosis.write(result, out / "rescored")
+        return result, diagnosis.markdown(result)
+    if os.geteuid() != 0:
+        raise ConfigError("the diagnosis benchmark runs on the testbed, which needs root")
+    given = (("baseline_s", args.baseline_s), ("hold_s", args.hold_s), ("recover_s", args.recover_s))
+    overrides = {k: v for k, v in given if v is not None}
+    settings = dataclasses.replace(
+        diagnosis.BenchSettings(repetitions=args.repetitions),
+        windows_s=tuple(float(w) for w in args.windows.split(",") if w.strip()),
+        sources=tuple(s.strip() for s in args.sources.split(",") if s.strip()),
+        **overrides,
+    )
+    state_dir = Path(args.state_dir) if args.state_dir else DEFAULT_STATE_DIR
+    result = diagnosis.run(out, settings, state_dir=state_dir, topology_path=args.diagnosis_topology, thresholds=thresholds)
+    return result, diagnosis.markdown(result)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,7 +137,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run_one(name: str, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     if name == "exporter":
-        from inferslice.benchmarks import network_exporter
+        from inferslice.bench import network_exporter
 
         try:
             result = network_exporter.run(args.sizes, args.repeat)
@@ -91,24 +145,18 @@ def _run_one(name: str, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             return {"benchmark": "exporter", "skipped": str(err)}, f"skipped: {err}\n"
         return result, network_exporter.markdown(result)
     if name == "classifier":
-        from inferslice.benchmarks import classifier
+        from inferslice.bench import classifier
 
         result = classifier.run(args.n, api=args.api, rate=args.rate, duration_s=args.duration)
         return result, classifier.markdown(result)
     if name == "engine":
-        from inferslice.benchmarks import engine
+        from inferslice.bench import engine
 
         levels = tuple(args.concurrency) if args.concurrency else engine.DEFAULT_LEVELS
         result = engine.run(args.topology, tuple(args.tier) if args.tier else None, levels, args.duration_s)
         return result, engine.markdown(result)
     if name == "diagnosis":
-        from inferslice.benchmarks import diagnosis
-        from inferslice.common.registry import DEFAULT_STATE_DIR
-
-        settings = diagnosis.BenchSettings(repetitions=args.repetitions)
-        state_dir = Path(args.state_dir) if args.state_dir else DEFAULT_STATE_DIR
-        result = diagnosis.run(Path(args.diagnosis_out), settings, state_dir=state_dir)
-        return result, diagnosis.markdown(result)
+        return _run_diagnosis(args)
     raise ConfigError(f"unknown benchmark {name!r} (expected one of {', '.join(NAMES)})")
 
 

@@ -10,8 +10,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from inferslice.snapshot import SNAPSHOT_FIELDS, Reference
+from inferslice.snapshot import NUMERIC_FIELDS, RATIO_FIELDS, SNAPSHOT_FIELDS, Reference
 
+# JSON numbers that are finite as a float (a larger literal parses to inf and is rejected).
+_MAX_NUMBER = 1e300
 # Alertmanager writes the zero time for "no end yet" on firing alerts.
 _NO_END_YEAR = 1
 
@@ -73,15 +75,18 @@ class AlertmanagerWebhook(BaseModel):
 
 
 class ReferenceIn(BaseModel):
-    """A configured reference; fields in seconds and tokens per second, all optional."""
+    """A configured reference; fields in seconds and tokens per second, all optional.
 
-    model_config = ConfigDict(extra="forbid")
+    Strict: a boolean or a numeric string is not a number (422 naming the field), as in snapshots.
+    """
 
-    ttft_p50_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    ttft_mean_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    tpot_p50_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    tpot_mean_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    output_tokens_per_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    ttft_p50_s: float | None = Field(default=None, ge=0, le=_MAX_NUMBER, allow_inf_nan=False)
+    ttft_mean_s: float | None = Field(default=None, ge=0, le=_MAX_NUMBER, allow_inf_nan=False)
+    tpot_p50_s: float | None = Field(default=None, ge=0, le=_MAX_NUMBER, allow_inf_nan=False)
+    tpot_mean_s: float | None = Field(default=None, ge=0, le=_MAX_NUMBER, allow_inf_nan=False)
+    output_tokens_per_s: float | None = Field(default=None, ge=0, le=_MAX_NUMBER, allow_inf_nan=False)
 
     def to_reference(self) -> Reference:
         return Reference(**self.model_dump(), source="configured")
@@ -101,3 +106,36 @@ SNAPSHOT_DESCRIPTION = (
     "One snapshot in the `inferslice diagnose` line contract: `slice` required, every other key optional "
     "(seconds, bits per second, ratios 0-1; unknown keys ignored). Keys: " + ", ".join(SNAPSHOT_FIELDS)
 )
+
+
+# -- the OpenAPI document's error responses and the snapshot body's schema ------------------------
+
+_DETAIL = {"type": "object", "properties": {"detail": {"type": "string"}}}
+_VALIDATION = {"$ref": "#/components/schemas/HTTPValidationError"}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"description": "unknown slice (or no reference / topology)", "content": {"application/json": {"schema": _DETAIL}}}
+}
+UNPROCESSABLE: dict[int | str, dict[str, Any]] = {
+    422: {"description": "invalid body: `detail[].loc` names the field", "content": {"application/json": {"schema": _VALIDATION}}}
+}
+UNAVAILABLE: dict[int | str, dict[str, Any]] = {
+    503: {"description": "the database is unreachable", "content": {"application/json": {"schema": _DETAIL}}}
+}
+
+def snapshot_schema() -> dict[str, Any]:
+    """The schema ``snapshot_from_dict`` enforces: ``slice`` a non-empty string, ``id`` a string or an
+    integer, every other known key a number >= 0 (ratios <= 1) or null; unknown keys ignored."""
+    props: dict[str, Any] = {"slice": {"type": "string", "minLength": 1}, "id": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}
+    for key in sorted(NUMERIC_FIELDS):
+        number: dict[str, Any] = {"type": "number", "minimum": 0, "maximum": 1 if key in RATIO_FIELDS else _MAX_NUMBER}
+        props[key] = {"anyOf": [number, {"type": "null"}]}
+    return {"type": "object", "required": ["slice"], "properties": props, "additionalProperties": True}
+
+
+SNAPSHOT_REQUEST_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": SNAPSHOT_DESCRIPTION,
+        "content": {"application/json": {"schema": snapshot_schema(), "example": SNAPSHOT_EXAMPLE}},
+    }
+}

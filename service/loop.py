@@ -1,8 +1,9 @@
 """The diagnosis loop: every interval, read one window per slice from a metric source and ingest it.
 
 The loop is the I/O around the pure classifier: a ``MetricSource`` (Prometheus or the embedded
-scraper) gives snapshots, ``ingest`` (the API's ``DiagnosisService.ingest``) classifies, stores,
-learns references and steps the episodes. A failing source costs one window, never the loop.
+scraper, driven alike: ``poll`` then ``snapshots``) gives snapshots, ``ingest``
+(``DiagnosisService.ingest``) classifies, stores, learns references and steps the episodes. A
+failing source costs one window, never the loop.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from inferslice.collectors import EmbeddedSource, MetricSource
+from inferslice.collectors import MetricSource
 from inferslice.errors import InferSliceError
 from inferslice.snapshot import SliceSnapshot
 
@@ -58,12 +59,11 @@ class DiagnosisLoop:
         self._thread: threading.Thread | None = None
 
     def run_once(self, now_s: float | None = None) -> list[SliceSnapshot]:
-        """Poll (for the embedded source), read every slice's window and ingest it."""
+        """Poll the source for this instant, read every slice's window and ingest it."""
         now = self.clock() if now_s is None else now_s
         started = time.perf_counter()
         try:
-            if isinstance(self.source, EmbeddedSource):
-                self.source.poll(now)
+            self.source.poll(now)
             snaps = self.source.snapshots(now, self.settings.window_s)
         except InferSliceError as err:
             self.stats.failures += 1

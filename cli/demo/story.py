@@ -1,6 +1,6 @@
 """The demo's script: phases of load, caps and GPU shares, and what each tier should be diagnosed as.
 
-Pure data plus a pure judge; the orchestration lives in ``inferslice.commands.demo``.
+Pure data plus a pure judge; the orchestration lives in ``inferslice.cli.demo``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ class Story:
 
     def scaled(self, factor: float) -> Story:
         return replace(self, phases=tuple(replace(p, duration_s=max(8.0, p.duration_s * factor)) for p in self.phases))
+
+    def with_phase_s(self, seconds: float) -> Story:
+        """Every phase ``seconds`` long (at least 8 s: a few windows must settle for a verdict)."""
+        return replace(self, phases=tuple(replace(p, duration_s=max(8.0, seconds)) for p in self.phases))
 
 
 # Free's admission limit is 14 in flight (1 replica), so 24 clients queue; Standard needs ~0.9 Mbit/s

@@ -5,7 +5,7 @@
    ``snapshot_from_dict`` on the same lines.
 2. API latency (optional, ``api=True``): an open-loop httpx client sends a fixed rate (half
    ``POST /v1/snapshots``, half ``GET /v1/slices/{slice}``) to a uvicorn server on 127.0.0.1 in a
-   child process (``python -m inferslice.benchmarks.classifier --serve PORT --db FILE``), and
+   child process (``python -m inferslice.bench.classifier --serve PORT --db FILE``), and
    reports p50/p99/max latency and the rate achieved.
 
 Numbers depend on the machine and its load; nothing asserts them.
@@ -105,8 +105,8 @@ def serve(port: int, db: str) -> None:
     """Child process: the real app on uvicorn, as ``inferslice api`` runs it."""
     import uvicorn
 
-    from inferslice.api.app import create_app
-    from inferslice.api.store import Store
+    from inferslice.service.app import create_app
+    from inferslice.service.store import Store
     from inferslice.topology import load_topology
 
     store = Store(db)

@@ -14,7 +14,7 @@ Around the testbed: the exporter, one load generator per tier (plus one for Free
 clients) serving client-perceived metrics (the network-limited regime shows only at the client),
 a real Prometheus scraping them, and side by side in this process one ``DiagnosisLoop`` per
 (source, window): ``PrometheusSource`` and ``EmbeddedSource`` (one shared scraper), each loop
-with its own in-memory ``Store`` + ``DiagnosisService`` from ``create_app``. Every loop runs at
+with its own in-memory ``Store`` + ``DiagnosisService``. Every loop runs at
 the same instants, so the sources and windows see the very same run. Each loop's raw snapshots
 are written out, so ``rescore`` can replay them with other thresholds.
 
@@ -25,22 +25,15 @@ when the extra load generator's metrics port answered (it starts sending right a
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import httpx
-
-from inferslice.api.app import create_app
-from inferslice.api.loop import DiagnosisLoop, Ingest, LoopSettings
-from inferslice.api.service import DiagnosisService, IngestResult
-from inferslice.api.store import Store
-from inferslice.benchmarks.diagnosis_score import (
+from inferslice.bench.diagnosis_score import (
     Change,
     Targets,
     markdown_table,
@@ -50,21 +43,15 @@ from inferslice.benchmarks.diagnosis_score import (
     summarize,
 )
 from inferslice.bottleneck import DEFAULT, Thresholds
-from inferslice.collectors import (
-    EmbeddedSettings,
-    EmbeddedSource,
-    FieldSettings,
-    MetricSource,
-    PrometheusSettings,
-    PrometheusSource,
-    slices_from_topology,
-)
-from inferslice.common.ports import free_port
-from inferslice.common.processes import ManagedProcess, terminate
-from inferslice.common.prometheus import Prometheus, ScrapeJob, prometheus_config
+from inferslice.collectors import MetricSource
 from inferslice.common.registry import DEFAULT_STATE_DIR, Registry, read_registry
 from inferslice.diagnosis import Regime
 from inferslice.errors import InferSliceError, PermanentError, RetryableError
+from inferslice.service.diagnosis import DiagnosisService, IngestResult
+from inferslice.service.loop import DiagnosisLoop, Ingest, LoopSettings
+from inferslice.service.platform import Platform, PlatformSettings
+from inferslice.service.sources import SourceSettings, make_source
+from inferslice.service.store import Store
 from inferslice.snapshot import SliceSnapshot
 from inferslice.testbed.net import lifecycle
 from inferslice.testbed.ops import front_state, set_gpu_share, set_replicas
@@ -124,106 +111,11 @@ class LoopKey:
         return f"{self.source}-{self.window_s:g}s"
 
 
-class _Prepolled:
-    """The shared embedded source seen by one loop: the ticker polls it once per tick, not each loop."""
-
-    def __init__(self, source: EmbeddedSource) -> None:
-        self.source = source
-
-    def snapshot(self, slice: str, window_s: float, now_s: float) -> SliceSnapshot:
-        return self.source.snapshot(slice, window_s, now_s)
-
-    def snapshots(self, now_s: float, window_s: float | None = None) -> list[SliceSnapshot]:
-        return self.source.snapshots(now_s, window_s)
-
-    def health(self) -> dict[str, Any]:
-        return self.source.health()
-
-
-class Platform:
-    """Exporter, Prometheus and load generators around the testbed, each stopped by PID."""
-
-    def __init__(self, top: Topology, reg: Registry, state_dir: Path, work: Path, interval_s: float, load_keys: Sequence[str]) -> None:
-        self.top = top
-        self.reg = reg
-        self.state_dir = state_dir
-        self.work = work
-        self.interval_s = interval_s
-        self.exporter_port = free_port()
-        self.load_ports = {key: free_port() for key in load_keys}  # known up front: Prometheus scrapes them all
-        self.procs: list[ManagedProcess] = []
-        self.loads: dict[str, subprocess.Popen[bytes]] = {}
-        self.prometheus: Prometheus | None = None
-
-    @property
-    def targets(self) -> list[str]:
-        return [f"http://127.0.0.1:{self.exporter_port}/metrics", *(f"http://127.0.0.1:{p}/metrics" for p in self.load_ports.values())]
-
-    def start(self) -> None:
-        exporter = ManagedProcess(
-            "exporter",
-            [*PY, "exporter", "--registry", str(self.state_dir), "--port", str(self.exporter_port), "--host", "127.0.0.1"],
-            self.work,
-            f"http://127.0.0.1:{self.exporter_port}/healthz",
-        )
-        exporter.start()
-        self.procs.append(exporter)
-        jobs = [
-            ScrapeJob("inferslice-exporter", [f"127.0.0.1:{self.exporter_port}"]),
-            ScrapeJob("inferslice-load", [f"127.0.0.1:{p}" for p in self.load_ports.values()]),
-        ]
-        self.prometheus = Prometheus(self.work / "prometheus", prometheus_config(jobs, self.interval_s))
-        self.prometheus.start()
-        self.procs.append(self.prometheus)
-
-    def client_netns(self) -> str:
-        return self.reg.client_netns()
-
-    def start_load(self, key: str, tier: str, concurrency: int, duration_s: float, seed: int) -> None:
-        argv = [
-            *PY, "load", "--tier", tier, "--topology", self.reg.topology_path, "--netns", self.client_netns(),
-            "--concurrency", str(concurrency), "--duration-s", f"{duration_s:g}", "--drain-timeout-s", "2",
-            "--seed", str(seed), "--goodput", "ttft:500", "--otel-port", str(self.load_ports[key]), "--quiet",
-        ]  # fmt: skip
-        log = (self.work / f"load-{key}.log").open("ab")
-        self.loads[key] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def wait_load(self, key: str, timeout_s: float = 30.0) -> float:
-        """Block until the load generator serves its metrics (it sends requests right after); return that instant."""
-        url = f"http://127.0.0.1:{self.load_ports[key]}/metrics"
-        deadline = time.monotonic() + timeout_s
-        proc = self.loads[key]
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise PermanentError(f"load generator {key} exited ({proc.returncode}); see {self.work / f'load-{key}.log'}")
-            try:
-                if httpx.get(url, timeout=0.5).status_code == 200:
-                    return time.time()
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise RetryableError(f"load generator {key} did not serve {url} within {timeout_s:g} s")
-
-    def stop_load(self, key: str) -> float:
-        """Stop one load generator (its in-flight requests are cut); return the instant the signal went out."""
-        at = time.time()
-        terminate(self.loads.pop(key, None), timeout_s=5)
-        return at
-
-    def stop(self) -> None:
-        for key in list(self.loads):
-            self.stop_load(key)
-        for proc in reversed(self.procs):
-            proc.stop()
-        self.procs.clear()
-
-
 class Ticker:
     """Runs every loop at the same instants, one tick per interval, on one thread."""
 
-    def __init__(self, loops: Sequence[DiagnosisLoop], embedded: EmbeddedSource | None, interval_s: float) -> None:
+    def __init__(self, loops: Sequence[DiagnosisLoop], interval_s: float) -> None:
         self.loops = list(loops)
-        self.embedded = embedded
         self.interval_s = interval_s
         self.ticks = 0
         self.late_ticks = 0  # ticks that started more than half an interval late (an overloaded machine)
@@ -231,8 +123,7 @@ class Ticker:
         self._thread: threading.Thread | None = None
 
     def tick(self, now_s: float) -> None:
-        if self.embedded is not None:
-            self.embedded.poll(now_s)
+        # Loops sharing a source poll it at the same instant: it scrapes once (MetricSource.poll).
         for loop in self.loops:
             loop.run_once(now_s)
         self.ticks += 1
@@ -276,19 +167,21 @@ def build_loops(
     thresholds: Thresholds,
     prometheus_url: str | None,
     targets: Sequence[str],
-) -> tuple[dict[LoopKey, DiagnosisLoop], dict[LoopKey, list[dict[str, Any]]], EmbeddedSource | None, list[Store]]:
-    """One loop per (source, window), each with its own in-memory store and service."""
-    fields = FieldSettings(perspective="client" if settings.perspective == "client" else "engine")
-    slices = slices_from_topology(top)
-    embedded: EmbeddedSource | None = None
+) -> tuple[dict[LoopKey, DiagnosisLoop], dict[LoopKey, list[dict[str, Any]]], list[Store]]:
+    """One loop per (source, window), each with its own in-memory store and service; one source per kind, shared."""
+    perspective: Literal["engine", "client"] = "client" if settings.perspective == "client" else "engine"
     shared: dict[str, MetricSource] = {}
-    if "prometheus" in settings.sources:
-        if prometheus_url is None:
+    for kind in settings.sources:
+        if kind == "prometheus" and prometheus_url is None:
             raise PermanentError("the prometheus source needs a running Prometheus")
-        shared["prometheus"] = PrometheusSource(slices, PrometheusSettings(base_url=prometheus_url), fields)
-    if "embedded" in settings.sources:
-        embedded = EmbeddedSource(targets, slices, EmbeddedSettings(timeout_s=0.75 * settings.interval_s), fields)
-        shared["embedded"] = _Prepolled(embedded)
+        source_settings = SourceSettings(
+            "prometheus" if kind == "prometheus" else "embedded",
+            prometheus_url or "",
+            tuple(targets),
+            perspective,
+            scrape_timeout_s=0.75 * settings.interval_s,
+        )
+        shared[kind] = make_source(source_settings, top)
     loops: dict[LoopKey, DiagnosisLoop] = {}
     logs: dict[LoopKey, list[dict[str, Any]]] = {}
     stores: list[Store] = []
@@ -297,10 +190,10 @@ def build_loops(
             key = LoopKey(source, w)
             store = Store(":memory:")
             stores.append(store)
-            app = create_app(store, top, clock=time.time, thresholds=thresholds)
+            service = DiagnosisService(store, top, clock=time.time, thresholds=thresholds)
             logs[key] = []
-            loops[key] = DiagnosisLoop(src, _recording_sink(app.state.service, logs[key]), LoopSettings(settings.interval_s, w))
-    return loops, logs, embedded, stores
+            loops[key] = DiagnosisLoop(src, _recording_sink(service, logs[key]), LoopSettings(settings.interval_s, w))
+    return loops, logs, stores
 
 
 def _wait_replicas(wanted: Mapping[str, int], state_dir: Path, timeout_s: float) -> None:
@@ -333,14 +226,14 @@ def _original_caps(reg: Registry) -> dict[str, float | None]:
 def _apply(inj: Injection, on: bool, platform: Platform, state_dir: Path, duration_s: float, seed: int) -> float:
     """Make (``on``) or undo one tier's change; return the instant it took effect."""
     if inj.cap_bps is not None:
-        lifecycle.set_cap(inj.tier, inj.cap_bps if on else _original_caps(platform.reg).get(inj.tier), "receive", state_dir)
+        lifecycle.set_cap(inj.tier, inj.cap_bps if on else _original_caps(platform.registry).get(inj.tier), "receive", state_dir)
         return time.time()
     if inj.gpu_share is not None:
         set_gpu_share(inj.tier, inj.gpu_share if on else 1.0, state_dir)
         return time.time()
     key = f"{inj.tier}+"
     if on:
-        platform.start_load(key, inj.tier, inj.extra_clients, duration_s, seed)
+        platform.start_load(key, inj.tier, inj.extra_clients, duration_s, seed, drain_timeout_s=2.0)
         return platform.wait_load(key)
     return platform.stop_load(key)
 
@@ -392,7 +285,8 @@ def run(
     top = load_topology(reg.topology_path)
     tiers = {inj.tier for inj in injections}
     load_keys = [inj.tier for inj in injections] + [f"{inj.tier}+" for inj in injections if inj.extra_clients]
-    platform = Platform(top, reg, state_dir, out / "platform", settings.interval_s, load_keys)
+    platform_settings = PlatformSettings(scrape_interval_s=settings.interval_s, alertmanager=False, api=False, load_keys=load_keys)
+    platform = Platform(reg, top, state_dir, out / "platform", platform_settings)
     ticker: Ticker | None = None
     stores: list[Store] = []
     applied: list[tuple[Injection, int, str, float]] = []
@@ -409,13 +303,11 @@ def run(
         progress(f"replicas ready ({', '.join(f'{i.tier} {i.replicas}' for i in injections)}); starting exporter and Prometheus")
         platform.start()
         for i, inj in enumerate(injections):
-            platform.start_load(inj.tier, inj.tier, inj.concurrency, total_s + 30, settings.seed + i)
+            platform.start_load(inj.tier, inj.tier, inj.concurrency, total_s + 30, settings.seed + i, drain_timeout_s=2.0)
         for inj in injections:
             platform.wait_load(inj.tier)
-        loops, logs, embedded, stores = build_loops(
-            top, settings, thresholds, platform.prometheus.url if platform.prometheus else None, platform.targets
-        )
-        ticker = Ticker(list(loops.values()), embedded, settings.interval_s)
+        loops, logs, stores = build_loops(top, settings, thresholds, platform.prom.url, platform.targets)
+        ticker = Ticker(list(loops.values()), settings.interval_s)
         ticker.start()
         start_s = time.time()
         progress(

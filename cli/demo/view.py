@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from inferslice.demo.story import Phase
+from inferslice.cli.demo.story import Phase
 
 REGIME_STYLE = {
     "healthy": "green",

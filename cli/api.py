@@ -3,23 +3,28 @@
 With ``--source`` the API also runs the diagnosis loop itself: every ``--interval-s`` it reads
 one window per slice from Prometheus (``--source prometheus``) or by scraping the exporters
 directly (``--source embedded``, no Prometheus needed) and classifies it.
+
+Mutating endpoints need a bearer token, read from ``--token-file FILE`` or else the environment
+variable ``INFERSLICE_API_TOKEN``; without either the API starts read-only (mutations answer 401).
+The token is never logged.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
-
-from inferslice.errors import InputError
 
 HELP = "run the diagnosis API (FastAPI)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="bind address (default loopback: the API has no auth)")
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default loopback)")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--db", default="inferslice.db", help="SQLite file for history, references, episodes, alerts")
     parser.add_argument("--topology", default=None, help="topology file (default: the testbed's)")
+    parser.add_argument("--token-file", default=None, metavar="FILE",
+                        help="bearer token for the mutating endpoints (default: env INFERSLICE_API_TOKEN; neither: read-only)")
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     loop = parser.add_argument_group("diagnosis loop")
     loop.add_argument("--source", choices=["none", "prometheus", "embedded"], default="none",
@@ -35,37 +40,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import uvicorn  # imported here: the rest of the CLI must not pay for it
 
-    from inferslice.api.app import create_app
-    from inferslice.api.loop import DiagnosisLoop, LoopSettings
-    from inferslice.api.store import Store
-    from inferslice.collectors import (
-        EmbeddedSettings,
-        EmbeddedSource,
-        FieldSettings,
-        MetricSource,
-        PrometheusSettings,
-        PrometheusSource,
-        slices_from_topology,
-    )
+    from inferslice.service.app import api_app
+    from inferslice.service.diagnosis import DiagnosisService
+    from inferslice.service.http import load_token
+    from inferslice.service.loop import DiagnosisLoop, LoopSettings
+    from inferslice.service.sources import SourceSettings, make_source
+    from inferslice.service.store import Store
     from inferslice.topology import load_topology
 
+    token = load_token(args.token_file)
+    if token is None:
+        print("inferslice api: no --token-file and no INFERSLICE_API_TOKEN: mutating endpoints answer 401", file=sys.stderr)
     topology = load_topology(args.topology)
     store = Store(args.db)
     loop: DiagnosisLoop | None = None
     try:
-        app = create_app(store, topology, clock=time.time)
+        service = DiagnosisService(store, topology, clock=time.time)
+        app = api_app(service, token=token)
         if args.source != "none":
-            fields = FieldSettings(perspective=args.perspective)
-            slices = slices_from_topology(topology)
-            source: MetricSource
-            if args.source == "prometheus":
-                source = PrometheusSource(slices, PrometheusSettings(base_url=args.prometheus_url, window_s=args.window_s), fields)
-            else:
-                targets = [t.strip() for t in args.targets.split(",") if t.strip()]
-                if not targets:
-                    raise InputError("the embedded source needs --targets", "--targets")
-                source = EmbeddedSource(targets, slices, EmbeddedSettings(window_s=args.window_s), fields)
-            loop = DiagnosisLoop(source, app.state.service.ingest, LoopSettings(args.interval_s, args.window_s))
+            targets = tuple(t.strip() for t in args.targets.split(",") if t.strip())
+            settings = SourceSettings(args.source, args.prometheus_url, targets, args.perspective, args.window_s)
+            loop = DiagnosisLoop(make_source(settings, topology), service.ingest, LoopSettings(args.interval_s, args.window_s))
             app.state.loop = loop
             loop.start()
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)

@@ -13,8 +13,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from inferslice import metric_names as mn
-from inferslice.api.store import Store
 from inferslice.diagnosis import Regime
+from inferslice.service.store import Store
 
 
 class DiagnosisCollector(Collector):

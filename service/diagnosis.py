@@ -1,9 +1,21 @@
-"""``DiagnosisService``: one window in, a stored diagnosis and episode events out.
+"""``DiagnosisService``: one window in, a stored diagnosis and episode events out. No FastAPI here.
 
 This is the in-process entry point for a collector loop: call ``service.ingest(snapshot)`` per
-window (``POST /v1/snapshots`` does the same over HTTP). Collectors may not import the API
-(import-linter), so whoever wires them (a CLI command) hands them ``service.ingest`` as a plain
-``Callable[[SliceSnapshot], IngestResult]``.
+window (``POST /v1/snapshots`` does the same over HTTP; the API in ``app.py`` is a thin layer over
+this class). Collectors may not import the service (import-linter), so whoever wires them (the
+``Platform``, a CLI command) hands them ``service.ingest`` as a plain callable.
+
+``prepare`` is the one place a window gets what the platform knows about its slice before
+``classify`` sees it:
+- SLOs: the tiers file wins (``inferslice.snapshot.with_configured_slos``), as in the collectors;
+- the replica ceiling: the tiers file fills it where the window has none (an observed ceiling
+  stands: a live autoscaler's maximum may differ from the file's);
+
+and one way a reference reaches ``classify``: the slice's stored reference (configured through
+``PUT .../reference``, or learned here from healthy windows; ``bottleneck.reference`` is the one
+learner), passed as ``classify``'s ``reference`` argument once it may judge (``reference_for``).
+A posted snapshot's own ``ref_*`` fields take precedence field by field, as ``classify`` documents;
+nothing else fills them (the collectors produce snapshots without references).
 """
 
 from __future__ import annotations
@@ -13,12 +25,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from inferslice.api.store import Store
 from inferslice.bottleneck import DEFAULT, EpisodeEvent, HysteresisPolicy, Thresholds, classify, learn_reference, step
 from inferslice.bottleneck.episodes import DEFAULT_HYSTERESIS
 from inferslice.bottleneck.reference import DEFAULT_LEARNING, LearningPolicy, usable_reference
 from inferslice.diagnosis import Diagnosis
-from inferslice.snapshot import Reference, SliceSnapshot
+from inferslice.service.store import Store
+from inferslice.snapshot import Reference, SliceSnapshot, with_configured_slos
 from inferslice.topology import Tier, Topology
 
 
@@ -39,15 +51,11 @@ def tier_of(topology: Topology | None, slice_name: str) -> Tier | None:
 
 
 def with_tier_defaults(snapshot: SliceSnapshot, tier: Tier | None) -> SliceSnapshot:
-    """Fill the SLOs and the replica ceiling of a configured tier where the snapshot left them out."""
+    """A configured tier's SLOs (they win) and its replica ceiling (where the snapshot has none)."""
     if tier is None:
         return snapshot
-    return dataclasses.replace(
-        snapshot,
-        slo_ttft_p99_s=snapshot.slo_ttft_p99_s if snapshot.slo_ttft_p99_s is not None else tier.slo_ttft_p99_s,
-        slo_tpot_p99_s=snapshot.slo_tpot_p99_s if snapshot.slo_tpot_p99_s is not None else tier.slo_tpot_p99_s,
-        replicas_max=snapshot.replicas_max if snapshot.replicas_max is not None else float(tier.replicas_max),
-    )
+    snap = with_configured_slos(snapshot, tier.slo_ttft_p99_s, tier.slo_tpot_p99_s)
+    return dataclasses.replace(snap, replicas_max=snap.replicas_max if snap.replicas_max is not None else float(tier.replicas_max))
 
 
 class DiagnosisService:
@@ -76,11 +84,16 @@ class DiagnosisService:
         return tier_of(self.topology, slice_name) is not None or self.store.has_slice(slice_name)
 
     def prepare(self, snapshot: SliceSnapshot) -> SliceSnapshot:
+        """The window with what the tiers file says about its slice (SLOs win, the ceiling fills in)."""
         return with_tier_defaults(snapshot, tier_of(self.topology, snapshot.slice))
+
+    def reference_for(self, slice_name: str) -> Reference | None:
+        """The slice's stored reference when it may judge (configured, or learned from enough windows)."""
+        return usable_reference(self.store.reference(slice_name), self.learning)
 
     def diagnose(self, snapshot: SliceSnapshot) -> Diagnosis:
         """Classify without storing anything (``POST /v1/diagnose``)."""
-        return classify(self.prepare(snapshot), usable_reference(self.store.reference(snapshot.slice), self.learning), self.thresholds)
+        return classify(self.prepare(snapshot), self.reference_for(snapshot.slice), self.thresholds)
 
     def ingest(self, snapshot: SliceSnapshot) -> IngestResult:
         """Classify one window, store snapshot and diagnosis, learn the reference, step the episodes."""

@@ -1,7 +1,13 @@
-"""``create_app``: the operators' diagnosis API (FastAPI). No globals: store, topology and clock come in.
+"""The operators' diagnosis API (FastAPI): a thin HTTP layer over ``DiagnosisService``. No globals.
 
-Routes are sync functions on purpose: SQLite calls block, so FastAPI runs them on its thread pool
-and the store's lock serialises them.
+``api_app(service, token=...)`` serves a service built elsewhere (the ``Platform``, ``inferslice
+api``); ``create_app(store, topology, ...)`` builds the service too (tests, benchmarks). Routes are
+sync functions on purpose: SQLite calls block, so FastAPI runs them on its thread pool and the
+store's lock serialises them. Mutating endpoints (``PUT .../reference``, ``POST /v1/snapshots``,
+the Alertmanager webhook ``POST /v1/alerts``) need the bearer token; reads are open.
+
+The OpenAPI document is meant to be true (schemathesis checks it in CI): every status a route can
+answer is documented, the snapshot body has its real schema, and undocumented methods get 405.
 """
 
 from __future__ import annotations
@@ -12,22 +18,31 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Annotated, Any
 
-from fastapi import Body, FastAPI, HTTPException, Query, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi import Body, Depends, FastAPI, HTTPException, Query, Request, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from inferslice import __version__
-from inferslice.api.metrics import ApiMetrics
-from inferslice.api.models import SNAPSHOT_DESCRIPTION, SNAPSHOT_EXAMPLE, AlertmanagerWebhook, ReferenceIn
-from inferslice.api.service import DiagnosisService, tier_of
-from inferslice.api.store import Store
-from inferslice.api.topology_view import topology_view
 from inferslice.bottleneck import DEFAULT, HysteresisPolicy, Thresholds
 from inferslice.bottleneck.episodes import DEFAULT_HYSTERESIS
 from inferslice.bottleneck.reference import DEFAULT_LEARNING, LearningPolicy
 from inferslice.diagnosis import Diagnosis
 from inferslice.errors import InputError, SourceUnavailable
+from inferslice.service.diagnosis import DiagnosisService, tier_of
+from inferslice.service.http import UNAUTHORIZED, BearerAuth, MethodNotAllowed, RequestMetrics
+from inferslice.service.metrics import ApiMetrics
+from inferslice.service.models import (
+    NOT_FOUND,
+    SNAPSHOT_DESCRIPTION,
+    SNAPSHOT_EXAMPLE,
+    SNAPSHOT_REQUEST_BODY,
+    UNAVAILABLE,
+    UNPROCESSABLE,
+    AlertmanagerWebhook,
+    ReferenceIn,
+)
+from inferslice.service.store import Store
+from inferslice.service.topology_view import topology_view
 from inferslice.snapshot import SliceSnapshot, snapshot_from_dict
 from inferslice.topology import Topology
 
@@ -59,35 +74,6 @@ def _diagnosis_out(diagnosis: Diagnosis, raw_id: Any) -> dict[str, Any]:
     return out
 
 
-class RequestMetrics:
-    """Pure ASGI middleware (cheaper than ``BaseHTTPMiddleware``): count and time every HTTP request."""
-
-    def __init__(self, app: ASGIApp, metrics: ApiMetrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        start = time.perf_counter()
-        status = 500  # an exception before the response starts is a server error
-
-        async def send_wrapper(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_wrapper)
-        finally:
-            # The route template, never the raw path: slice names must not explode label cardinality.
-            route = getattr(scope.get("route"), "path", "unmatched")
-            self.metrics.requests.labels(scope["method"], route, str(status)).inc()
-            self.metrics.duration.labels(scope["method"], route).observe(time.perf_counter() - start)
-
-
 def create_app(
     store: Store,
     topology: Topology | None,
@@ -96,15 +82,24 @@ def create_app(
     thresholds: Thresholds = DEFAULT,
     hysteresis: HysteresisPolicy = DEFAULT_HYSTERESIS,
     learning: LearningPolicy | None = DEFAULT_LEARNING,
+    token: str | None = None,
 ) -> FastAPI:
-    service = DiagnosisService(store, topology, clock, thresholds, hysteresis, learning)
+    """A ``DiagnosisService`` over ``store`` and the API over it."""
+    return api_app(DiagnosisService(store, topology, clock, thresholds, hysteresis, learning), token=token)
+
+
+def api_app(service: DiagnosisService, *, token: str | None = None) -> FastAPI:
+    """The HTTP layer over ``service``; ``token``: the bearer token mutations need (None: read-only)."""
+    store, topology, clock = service.store, service.topology, service.clock
     metrics = ApiMetrics(store)
+    authorized = [Depends(BearerAuth(token))]
     app = FastAPI(
         title="inferslice diagnosis API",
         version=__version__,
         description="Per-slice snapshots, bottleneck diagnoses and episodes, topology, Alertmanager alerts and control actions.",
     )
     app.add_middleware(RequestMetrics, metrics=metrics)
+    app.add_middleware(MethodNotAllowed, routes=app.router.routes)
     app.state.service = service  # for in-process wiring (a collector loop's sink is ``service.ingest``)
     app.state.metrics = metrics
 
@@ -121,12 +116,17 @@ def create_app(
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["health"])
+    @app.get("/readyz", tags=["health"], responses=UNAVAILABLE)
     def readyz() -> JSONResponse:
         ok = store.ping()
         return JSONResponse(status_code=200 if ok else 503, content={"status": "ready" if ok else "database unreachable"})
 
-    @app.get("/metrics", tags=["health"])
+    @app.get(
+        "/metrics",
+        tags=["health"],
+        response_class=PlainTextResponse,
+        responses={200: {"description": "Prometheus text exposition", "content": {"text/plain": {"schema": {"type": "string"}}}}},
+    )
     def prometheus_metrics() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
@@ -149,7 +149,7 @@ def create_app(
             )
         return _json(out)
 
-    @app.get("/v1/slices/{slice_name}", tags=["slices"])
+    @app.get("/v1/slices/{slice_name}", tags=["slices"], responses=NOT_FOUND)
     def get_slice(slice_name: str) -> Response:
         require_slice(slice_name)
         tier = tier_of(topology, slice_name)
@@ -168,7 +168,7 @@ def create_app(
             }
         )
 
-    @app.get("/v1/slices/{slice_name}/diagnoses", tags=["slices"])
+    @app.get("/v1/slices/{slice_name}/diagnoses", tags=["slices"], responses=NOT_FOUND)
     def list_diagnoses(
         slice_name: str,
         since: Annotated[float | None, Query(description="unix seconds, inclusive")] = None,
@@ -178,12 +178,12 @@ def create_app(
         require_slice(slice_name)
         return _json(store.diagnoses(slice_name, since, until, limit))
 
-    @app.get("/v1/slices/{slice_name}/episodes", tags=["slices"])
+    @app.get("/v1/slices/{slice_name}/episodes", tags=["slices"], responses=NOT_FOUND)
     def list_episodes(slice_name: str, limit: Annotated[int, Query(ge=1, le=10000)] = 1000) -> Response:
         require_slice(slice_name)
         return _json(store.episodes(slice_name, limit))
 
-    @app.get("/v1/slices/{slice_name}/reference", tags=["slices"])
+    @app.get("/v1/slices/{slice_name}/reference", tags=["slices"], responses=NOT_FOUND)
     def get_reference(slice_name: str) -> Response:
         require_slice(slice_name)
         ref = store.reference(slice_name)
@@ -191,19 +191,26 @@ def create_app(
             raise HTTPException(status_code=404, detail=f"no reference for slice {slice_name!r}")
         return _json(asdict(ref))
 
-    @app.put("/v1/slices/{slice_name}/reference", tags=["slices"])
+    @app.put("/v1/slices/{slice_name}/reference", tags=["slices"], dependencies=authorized, responses=UNAUTHORIZED)
     def put_reference(slice_name: str, body: ReferenceIn) -> Response:
         """Configure a slice's reference; a configured reference is never replaced by learning."""
         return _json(asdict(service.set_reference(slice_name, body.to_reference())))
 
     # -- diagnosis ---------------------------------------------------------------------------
-    @app.post("/v1/diagnose", tags=["diagnosis"])
+    @app.post("/v1/diagnose", tags=["diagnosis"], responses=UNPROCESSABLE, openapi_extra=SNAPSHOT_REQUEST_BODY)
     def diagnose(body: SnapshotBody) -> Response:
         """Classify one snapshot without storing it; the slice's stored reference is used when the body has none."""
         snap, raw_id = _parse_snapshot(body)
         return _json(_diagnosis_out(service.diagnose(snap), raw_id))
 
-    @app.post("/v1/snapshots", tags=["diagnosis"], status_code=201)
+    @app.post(
+        "/v1/snapshots",
+        tags=["diagnosis"],
+        status_code=201,
+        dependencies=authorized,
+        responses={**UNPROCESSABLE, **UNAUTHORIZED},
+        openapi_extra=SNAPSHOT_REQUEST_BODY,
+    )
     def post_snapshot(body: SnapshotBody) -> Response:
         """Store one window, classify it, store the diagnosis and step the episode machine."""
         snap, raw_id = _parse_snapshot(body)
@@ -213,13 +220,13 @@ def create_app(
         )
 
     # -- topology, alerts, actions -----------------------------------------------------------
-    @app.get("/v1/topology", tags=["topology"])
+    @app.get("/v1/topology", tags=["topology"], responses=NOT_FOUND)
     def get_topology() -> Response:
         if topology is None:
             raise HTTPException(status_code=404, detail="no topology configured")
         return _json(topology_view(topology))
 
-    @app.post("/v1/alerts", tags=["alerts"])
+    @app.post("/v1/alerts", tags=["alerts"], dependencies=authorized, responses=UNAUTHORIZED)
     def post_alerts(body: AlertmanagerWebhook) -> Response:
         """Alertmanager webhook receiver (payload version 4)."""
         n = store.put_alerts((a.record() for a in body.alerts), body.receiver, clock())

@@ -1,1 +1,0 @@
-"""The diagnosis API (FastAPI): on top of everything, imported by nothing."""

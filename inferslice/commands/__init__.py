@@ -1,1 +1,0 @@
-"""One module per ``inferslice`` subcommand (see inferslice/cli.py)."""
