@@ -96,9 +96,13 @@ def _observe(st: ControlState, ss: SliceState, p: TierPolicy, now_s: float, even
 
 
 def _judge(
-    st: ControlState, d: Diagnosis | None, p: TierPolicy, now_s: float, events: list[ControlEvent]
+    st: ControlState, d: Diagnosis | None, ss: SliceState, p: TierPolicy, now_s: float, events: list[ControlEvent]
 ) -> tuple[ControlState, list[Action]]:
     """Outcome checks: effective, futile (record, roll back where safe, never again for this cause).
+
+    A cap raise is futile only if the link does not use it (it carries under 90 % of the new cap
+    while the tier still reads network-limited): a link that binds again at the higher cap was
+    raised too little, not in vain (demand hidden behind the old cap's queue shows up once it drains).
 
     A futile action followed by a later one of the same kind is not undone on its own: its
     ``previous`` passes to the later one, so undoing the chain returns to the value before it."""
@@ -124,6 +128,11 @@ def _judge(
         else:
             cause = Q if c.cause == FORECAST else Regime(c.cause) if c.cause in Regime._value2member_map_ else None
             failed = cause is not None and cause in present
+            if failed and c.kind is ActionKind.SET_CAP and isinstance(c.value, (int, float)) and _link_uses(ss, float(c.value)):
+                events.append(
+                    ControlEvent(now_s, p.tier, "insufficient", f"cap {c.value:g} bit/s binds again: raise further", c.cause, c.action_id)
+                )
+                continue
             note = f"{c.kind.value} -> {c.value} did not clear {cause.value if cause else c.cause}"
             safe = failed and _rollback_safe(c, present)
         if not failed:
@@ -138,6 +147,12 @@ def _judge(
         else:
             rollbacks.append(_rollback(p, c, now_s))
     return replace(st, checks=tuple(keep), futile=tuple(dict.fromkeys(futile))), rollbacks
+
+
+def _link_uses(ss: SliceState, cap_bps: float) -> bool:
+    snap = ss.snapshot
+    rx = snap.link_rx_bps if snap is not None else None
+    return rx is not None and rx >= 0.9 * cap_bps
 
 
 def _rollback_safe(c: Check, present: set[Regime]) -> bool:
@@ -181,8 +196,10 @@ def _size_for_queue(d: Diagnosis, ss: SliceState, p: TierPolicy, st: ControlStat
 
 
 def _demand_bps(ss: SliceState, p: TierPolicy) -> float | None:
-    """Unconstrained response bandwidth: what the link carries, stretched by how much the cap slows
-    delivery (TPOT against its reference, tokens/s against its reference)."""
+    """Unconstrained response bandwidth: the larger of (a) what the link carries stretched by how much
+    the cap slows delivery (TPOT or tokens/s against the reference) and (b) the streams in flight at
+    the reference TPOT times the measured bits per token (a cap just applied has few finished
+    requests to show its TPOT, but the streams it holds back are already running)."""
     snap = ss.snapshot
     if snap is None:
         return None
@@ -196,7 +213,11 @@ def _demand_bps(ss: SliceState, p: TierPolicy) -> float | None:
         k = max(k, tpot / ref_tpot)
     if snap.output_tokens_per_s and snap.ref_output_tokens_per_s:
         k = max(k, snap.ref_output_tokens_per_s / snap.output_tokens_per_s)
-    return carried * min(k, p.settings.demand_inflation_max)
+    demand = carried * k
+    if snap.requests_running and snap.output_tokens_per_s and snap.link_rx_bps and ref_tpot:
+        bits_per_token = snap.link_rx_bps / snap.output_tokens_per_s
+        demand = max(demand, snap.requests_running * bits_per_token / ref_tpot)
+    return min(demand, carried * p.settings.demand_inflation_max)
 
 
 def _at_ceiling_event(p: TierPolicy, ss: SliceState, now_s: float, cause: Regime) -> ControlEvent:
@@ -260,7 +281,7 @@ def decide(
     p, ss, s = policy, slice_state, policy.settings
     events: list[ControlEvent] = []
     st = _observe(replace(state, tier=p.tier, events=()), ss, p, now_s, events)
-    st, rollbacks = _judge(st, diagnosis, p, now_s, events)
+    st, rollbacks = _judge(st, diagnosis, ss, p, now_s, events)
     lam = st.forecast.level if st.forecast.samples else None
     horizon = _cold_start(st, p)
     fc = predict(st.forecast, horizon, s.forecast_alpha, s.forecast_beta, s.forecast_z, s.forecast_min_samples)
@@ -419,14 +440,16 @@ def _reclaim(p: TierPolicy, ss: SliceState, st: ControlState, lam: float | None,
     demand_bps = _demand_bps(ss, p)
     cap = ss.cap_bps
     if (RECLAIM, ActionKind.SET_CAP.value) not in st.futile and cap is not None and demand_bps:
-        floor = max(demand_bps * s.cap_headroom * s.cap_reclaim_margin / 1.5, p.base_cap_bps or 0.0)
-        if cap > s.cap_reclaim_margin * demand_bps * s.cap_headroom and floor < 0.8 * cap:
+        keep = max(demand_bps * s.cap_headroom * s.cap_reclaim_margin, p.base_cap_bps or 0.0)
+        if cap > 2 * keep:
+            lowered = cap - (cap - keep) / 2  # half the excess per reclaim period: slow, never below margin x demand
             out.append(
                 Action(
                     ActionKind.SET_CAP,
                     p.tier,
-                    round(floor),
-                    reason=f"reclaim: cap {cap / 1e6:.2f} Mbit/s is over {s.cap_reclaim_margin:g}x demand x headroom",
+                    round(lowered),
+                    reason=f"reclaim: cap {cap / 1e6:.2f} Mbit/s is over twice {s.cap_reclaim_margin:g}x demand x headroom;"
+                    " lowered by half the excess",
                     regime=RECLAIM,
                     previous=cap,
                     decided_s=now_s,

@@ -46,7 +46,7 @@ class ControlSettings:
             "relocate": 30.0,  # a move is a cold start plus a drain; never two in flight per tier
         }
     )
-    max_actions_per_tier: int = 4  # at most four applied actions per tier per rate window (Dynamo caps its step too)
+    max_actions_per_tier: int = 6  # at most six actions per tier per rate window: a cap escalation needs ~3, a scale-out 1-2
     rate_window_s: float = 60.0
     outcome_grace_s: float = 4.0  # two windows past the expected time before an action is judged futile
     window_s: float = 2.0  # the diagnosis window (the testbed's scrape interval)

@@ -37,6 +37,22 @@ def _run(d: Path, kill_after_s: float | None = None) -> int | None:
     return proc.returncode
 
 
+def _run_kill_mid_apply(d: Path) -> int | None:
+    """Start the child and SIGKILL it 30 ms into its next apply (the fake backend logs each begun apply)."""
+    log = d / "begun.log"
+    seen = len(log.read_text().split()) if log.exists() else 0
+    proc = subprocess.Popen([sys.executable, str(CHILD), str(d), str(TICKS)], stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline:
+        if log.exists() and len(log.read_text().split()) > seen:
+            time.sleep(0.03)  # inside the 150 ms apply
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+        time.sleep(0.005)
+    proc.wait(timeout=30)
+    return proc.returncode
+
+
 def _rows(d: Path) -> list[dict[str, object]]:
     db = sqlite3.connect(d / "audit.db")
     db.row_factory = sqlite3.Row
@@ -52,16 +68,14 @@ def test_sigkill_mid_action_loses_and_duplicates_nothing(tmp_path: Path) -> None
     _run(ref)
     rng = random.Random(7)
     kills = 0
-    begun: list[str] = []
-    for _ in range(12):
-        code = _run(crashed, kill_after_s=rng.uniform(0.5, 1.5))  # start ~0.5 s, then 30 steps of 50 ms and 150 ms applies
-        kills += code == -signal.SIGKILL
-        begun = (crashed / "begun.log").read_text().split() if (crashed / "begun.log").exists() else []
-        if len(begun) > len(set(begun)) and kills >= 2:
-            break  # at least one kill landed inside an apply (the same action was begun again after it)
+    for _ in range(3):  # kills inside an apply
+        kills += _run_kill_mid_apply(crashed) == -signal.SIGKILL
+    for _ in range(3):  # and at random points (between steps, inside a decision, inside a commit)
+        kills += _run(crashed, kill_after_s=rng.uniform(0.5, 1.5)) == -signal.SIGKILL
     _run(crashed)
-    assert kills >= 2, "the child was never killed mid-run: the test proved nothing"
-    assert len(begun) > len(set(begun)), "no kill landed inside an apply"
+    assert kills >= 3, "the child was never killed mid-run: the test proved nothing"
+    begun = (crashed / "begun.log").read_text().split()
+    assert len(begun) > len(set(begun)), "no kill landed inside an apply (no action was begun twice)"
 
     ref_backend = json.loads((ref / "backend.json").read_text())
     got_backend = json.loads((crashed / "backend.json").read_text())

@@ -1,0 +1,437 @@
+"""``inferslice bench control``: every policy on every scenario, same arrivals, same seeds.
+
+    run_control_bench(out_dir, topology, settings) -> summary (also written to out/summary.json)
+
+Scenarios (times in the testbed's compressed clock; disturbances start after a healthy warm-up):
+
+- load-ramp: Free and Standard ramp past their ceilings' capacity (Free 0.8 -> 4, Standard 1 -> 5 req/s);
+- bandwidth-squeeze: Standard's client-edge cap cut to 0.5 Mbit/s under ~0.8 Mbit/s of demand;
+- gpu-share-drop: a co-tenant takes 65 % of both GPUs at one PoP (london) under steady load;
+- overlap: all three at once, staggered;
+- diurnal: Premium follows one day-shaped cycle (0.5 -> 5 -> 0.5 req/s), where forecasting matters.
+
+Per policy x scenario the summary has, per tier, ``goodput_rps`` (requests/s whose TTFT met the
+SLO) and ``slo_attainment`` (share of arrived requests that met it; unserved ones count as missed),
+and ``replica_seconds``, ``scale_outs``, ``scale_ins``, ``cap_changes``, ``relocations``,
+``futile_actions`` (an action taken while a resource bound that still bound one cold start plus
+two windows later, judged by the same classifier for every policy), ``time_to_recover_s`` (first
+SLO miss after the disturbance to three windows in a row within the SLO; the worst affected tier),
+``guarantee_violations`` (replicas beyond a ceiling/quota or on another tier's reserved GPU).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from inferslice.bench.control_policies import PAPER_COLD_START_S, POLICIES, ActionLog, InferSlice
+from inferslice.bench.control_sim import ServingSim
+from inferslice.bottleneck import classify
+from inferslice.control.guardrails import reservations
+from inferslice.control.settings import tier_policies
+from inferslice.diagnosis import BINDING_REGIMES, Diagnosis, Regime
+from inferslice.snapshot import Reference, SliceSnapshot
+from inferslice.topology import Topology, parse_slot
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    duration_s: float = 240.0  # warm-up, a disturbance of ~120 s, and time to recover and reclaim
+    warmup_s: float = 20.0  # healthy windows before any disturbance (the classifier's reference)
+    dt_s: float = 0.25  # model step: a tenth of a TPOT-scale event is not needed, a quarter second is enough for queues
+    window_s: float = 2.0  # the testbed's scrape interval: every policy sees windows at the same instants
+    seeds: tuple[int, ...] = (1, 2, 3)  # three arrival sequences per cell: a single Poisson draw misleads
+    scenarios: tuple[str, ...] = ("load-ramp", "bandwidth-squeeze", "gpu-share-drop", "overlap", "diurnal")
+    policies: tuple[str, ...] = tuple(POLICIES)
+
+
+@dataclass
+class Scenario:
+    name: str
+    arrivals: Callable[[str, float], float]
+    share_of: Callable[[str, float], float]
+    caps: list[tuple[float, str, float | None]] = field(default_factory=list)
+    onset_s: float = 40.0
+    affected: tuple[str, ...] = ()
+    description: str = ""
+
+
+def _ramp(t: float, t0: float, t1: float, a: float, b: float) -> float:
+    if t <= t0:
+        return a
+    if t >= t1:
+        return b
+    return a + (b - a) * (t - t0) / (t1 - t0)
+
+
+def scenarios() -> dict[str, Scenario]:
+    def full(slot: str, t: float) -> float:
+        return 1.0
+
+    def london_drop(t0: float, t1: float) -> Callable[[str, float], float]:
+        return lambda slot, t: 0.35 if parse_slot(slot)[0] == "london" and t0 <= t < t1 else 1.0
+
+    def ramp_load(tier: str, t: float) -> float:
+        return {"free": _ramp(t, 40, 150, 0.8, 4.0), "standard": _ramp(t, 40, 150, 1.0, 5.0), "premium": 1.0}[tier]
+
+    def steady(tier: str, t: float) -> float:
+        return {"free": 1.0, "standard": 1.6, "premium": 3.0}[tier]
+
+    def diurnal(tier: str, t: float) -> float:
+        if tier != "premium":
+            return 0.5
+        return 0.5 + 4.5 * math.sin(math.pi * min(max(t - 20.0, 0.0), 200.0) / 200.0) ** 2
+
+    return {
+        "load-ramp": Scenario(
+            "load-ramp",
+            ramp_load,
+            full,
+            onset_s=40,
+            affected=("free", "standard"),
+            description="Free 0.8->4, Standard 1->5 req/s over 110 s",
+        ),
+        "bandwidth-squeeze": Scenario(
+            "bandwidth-squeeze",
+            steady,
+            full,
+            caps=[(50.0, "standard", 0.5e6), (190.0, "standard", None)],
+            onset_s=50,
+            affected=("standard",),
+            description="Standard's receive cap 0.5 Mbit/s (demand ~0.8) from 50 to 190 s",
+        ),
+        "gpu-share-drop": Scenario(
+            "gpu-share-drop",
+            steady,
+            london_drop(50, 190),
+            onset_s=50,
+            affected=("standard", "premium"),
+            description="london GPUs at 0.35 share from 50 to 190 s",
+        ),
+        "overlap": Scenario(
+            "overlap",
+            ramp_load,
+            london_drop(80, 200),
+            caps=[(60.0, "standard", 0.5e6), (200.0, "standard", None)],
+            onset_s=40,
+            affected=("free", "standard", "premium"),
+            description="load-ramp + Standard cap 0.5 Mbit/s from 60 s + london GPUs at 0.35 from 80 s",
+        ),
+        "diurnal": Scenario(
+            "diurnal", diurnal, full, onset_s=20, affected=("premium",), description="Premium 0.5 -> 5 -> 0.5 req/s over 200 s (sin^2)"
+        ),
+    }
+
+
+def _reference(top: Topology, settings: BenchSettings) -> dict[str, Reference]:
+    """Each tier's unconstrained behaviour from a low-load run (what the platform learns at start)."""
+    sim = ServingSim(top, lambda tier, t: 0.3, lambda slot, t: 1.0, seed=99, cold_start_s=top.timing.cold_start_s)
+    for t in top.tiers:
+        sim.set_replicas(t.name, 1, instant=True)
+    refs: dict[str, list[SliceSnapshot]] = {t.name: [] for t in top.tiers}
+    steps = round(settings.window_s / settings.dt_s)
+    for _ in range(int(60 / settings.window_s)):
+        for _ in range(steps):
+            sim.step(settings.dt_s)
+        for t in top.tiers:
+            refs[t.name].append(sim.window(t.name, settings.window_s))
+    out = {}
+    for tier, snaps in refs.items():
+        ttft = sorted(s.ttft_p50_s for s in snaps if s.ttft_p50_s is not None)
+        tpot = sorted(s.tpot_p50_s for s in snaps if s.tpot_p50_s is not None)
+        out[tier] = Reference(
+            ttft_p50_s=ttft[len(ttft) // 2] if ttft else None, tpot_p50_s=tpot[len(tpot) // 2] if tpot else None, source="learned"
+        )
+    return out
+
+
+def run_one(
+    top: Topology, scenario: Scenario, policy_name: str, seed: int, settings: BenchSettings, refs: Mapping[str, Reference]
+) -> dict[str, Any]:
+    f = top.timing.cold_start_s / PAPER_COLD_START_S
+    sim = ServingSim(top, scenario.arrivals, scenario.share_of, seed=seed, cold_start_s=top.timing.cold_start_s)
+    log = ActionLog()
+    policy = POLICIES[policy_name](f)
+    policy.setup(sim, top, log)
+    caps = sorted(scenario.caps)
+    steps_per_window = round(settings.window_s / settings.dt_s)
+    series: dict[str, list[tuple[float, float | None, int, str]]] = {t.name: [] for t in top.tiers}  # (t, ttft_p99, replicas, regime)
+    replica_seconds = 0.0
+    violations = 0
+    res = reservations(tier_policies(top))
+    step = 0
+    while sim.t < settings.duration_s - 1e-9:
+        while caps and caps[0][0] <= sim.t:
+            _, tier, cap = caps.pop(0)
+            sim.set_cap(tier, cap)
+        sim.step(settings.dt_s)
+        step += 1
+        replica_seconds += settings.dt_s * sum(len(ts.replicas) for ts in sim.tiers.values())
+        violations += _violations(sim, top, res)
+        windows: dict[str, SliceSnapshot] | None = None
+        diagnoses: dict[str, Diagnosis] | None = None
+        if step % steps_per_window == 0:
+            windows = {t.name: sim.window(t.name, settings.window_s) for t in top.tiers}
+            windows = {t: (w.with_reference(refs[t]) if t in refs else w) for t, w in windows.items()}
+            diagnoses = {t: classify(s, refs.get(t)) for t, s in windows.items()}
+            for t, s in windows.items():
+                series[t].append((sim.t, s.ttft_p99_s, sim.tiers[t].target, diagnoses[t].regime.value))
+        policy.tick(sim.t, windows, diagnoses)
+    return _score(top, scenario, policy_name, policy, sim, log, series, replica_seconds, violations, settings)
+
+
+def _violations(sim: ServingSim, top: Topology, res: Mapping[str, Mapping[str, float]]) -> int:
+    bad = 0
+    use: dict[str, dict[str, float]] = {}
+    for name, ts in sim.tiers.items():
+        t = top.tier(name)
+        # Draining replicas finish their streams and take no new work; make-before-break holds the
+        # old replica until the new one serves: neither counts against the ceiling or the slots.
+        live = [r for r in ts.replicas if r.state != "draining" and not (r.replaces and r.state == "starting")]
+        if len(live) > t.replicas_max or len(live) * t.gpu_per_replica > t.gpu_quota + 1e-9:
+            bad += 1
+        for r in live:
+            use.setdefault(r.slot, {})
+            use[r.slot][name] = use[r.slot].get(name, 0.0) + t.gpu_per_replica
+    for slot, per in use.items():
+        for tier, amount in per.items():
+            others_reserved = sum(v for o, v in res.get(slot, {}).items() if o != tier)
+            own_reserved = res.get(slot, {}).get(tier, 0.0)
+            if amount > own_reserved + max(0.0, 1.0 - own_reserved - others_reserved) + 1e-9:
+                bad += 1
+    return bad
+
+
+def _binding(regime: str) -> bool:
+    return regime in {r.value for r in BINDING_REGIMES}
+
+
+def _score(
+    top: Topology,
+    sc: Scenario,
+    policy_name: str,
+    policy: Any,
+    sim: ServingSim,
+    log: ActionLog,
+    series: Mapping[str, list[tuple[float, float | None, int, str]]],
+    replica_seconds: float,
+    violations: int,
+    settings: BenchSettings,
+) -> dict[str, Any]:
+    span = settings.duration_s - settings.warmup_s
+    per_tier: dict[str, dict[str, float]] = {}
+    for t in top.tiers:
+        done = [r for r in sim.done if r.tier == t.name and r.arrival_s >= settings.warmup_s]
+        good = [r for r in done if r.first_token_s is not None and r.first_token_s - r.arrival_s <= t.slo_ttft_p99_s]
+        arrived_after = sum(1 for r in sim.done if r.tier == t.name and r.arrival_s >= settings.warmup_s)
+        arrived_after += sum(1 for r in sim.tiers[t.name].queue if r.arrival_s >= settings.warmup_s)
+        arrived_after += sum(1 for rep in sim.tiers[t.name].replicas for r in rep.streams if r.arrival_s >= settings.warmup_s)
+        per_tier[t.name] = {
+            "goodput_rps": len(good) / span,
+            "slo_attainment": len(good) / arrived_after if arrived_after else 1.0,
+        }
+    counts = {"scale_out": 0, "scale_in": 0, "cap_change": 0, "relocation": 0}
+    futile = 0
+    net_only_scale_outs = 0
+    cold = top.timing.cold_start_s
+    for t_act, tier, kind, _value, _prev in log.entries:
+        counts[kind] = counts.get(kind, 0) + 1
+        before = [s for s in series[tier] if s[0] <= t_act]
+        regime = before[-1][3] if before else "healthy"
+        if regime == Regime.NETWORK_LIMITED.value and kind == "scale_out":
+            net_only_scale_outs += 1
+        if not _binding(regime):
+            continue
+        delay = 2 * settings.window_s + (cold if kind in ("scale_out", "relocation") else 0.0)
+        later = [s for s in series[tier] if s[0] >= t_act + delay]
+        if later and later[0][3] == regime:
+            futile += 1
+    return {
+        "policy": policy_name,
+        "scenario": sc.name,
+        "tiers": per_tier,
+        "replica_seconds": replica_seconds,
+        "scale_outs": counts["scale_out"],
+        "scale_ins": counts["scale_in"],
+        "cap_changes": counts["cap_change"],
+        "relocations": counts["relocation"],
+        "futile_actions": futile,
+        "scale_outs_while_network_limited": net_only_scale_outs,
+        "time_to_recover_s": _recovery(top, sc, series, settings),
+        "guarantee_violations": violations,
+        "controller_futile_events": policy.futile_count() if isinstance(policy, InferSlice) else None,
+        "series": {t: [[round(x[0], 2), x[1], x[2], x[3]] for x in s] for t, s in series.items()},
+    }
+
+
+def _recovery(
+    top: Topology, sc: Scenario, series: Mapping[str, list[tuple[float, float | None, int, str]]], settings: BenchSettings
+) -> float | None:
+    """Worst affected tier: first SLO miss after the onset -> start of 3 windows in a row within it.
+    0 when the SLO was never missed; None when it never recovered before the run ended."""
+    worst: float | None = 0.0
+    for tier in sc.affected:
+        slo = top.tier(tier).slo_ttft_p99_s
+        pts = [s for s in series[tier] if s[0] >= sc.onset_s]
+        miss = next((i for i, s in enumerate(pts) if s[1] is not None and s[1] > slo), None)
+        if miss is None:
+            continue
+        rec = None
+        for i in range(miss + 1, len(pts) - 2):
+            if all(p[1] is None or p[1] <= slo for p in pts[i : i + 3]):
+                rec = pts[i][0] - pts[miss][0]
+                break
+        if rec is None:
+            return None
+        worst = max(worst or 0.0, rec)
+    return worst
+
+
+def _mean_cells(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Average over seeds (counts and seconds as means; None if any seed never recovered)."""
+    first = runs[0]
+    out: dict[str, Any] = {"policy": first["policy"], "scenario": first["scenario"], "seeds": len(runs)}
+    out["tiers"] = {
+        t: {k: sum(r["tiers"][t][k] for r in runs) / len(runs) for k in ("goodput_rps", "slo_attainment")} for t in first["tiers"]
+    }
+    for k in (
+        "replica_seconds",
+        "scale_outs",
+        "scale_ins",
+        "cap_changes",
+        "relocations",
+        "futile_actions",
+        "scale_outs_while_network_limited",
+        "guarantee_violations",
+    ):
+        out[k] = sum(r[k] for r in runs) / len(runs)
+    ttr = [r["time_to_recover_s"] for r in runs]
+    out["time_to_recover_s"] = None if any(x is None for x in ttr) else sum(ttr) / len(ttr)
+    out["unrecovered_seeds"] = sum(1 for x in ttr if x is None)
+    return out
+
+
+def run_control_bench(out: Path, topology: Topology, settings: BenchSettings, progress: Callable[[str], None] = print) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    refs = _reference(topology, settings)
+    scs = scenarios()
+    cells: dict[str, dict[str, Any]] = {}
+    series: dict[str, dict[str, Any]] = {}
+    for sc_name in settings.scenarios:
+        sc = scs[sc_name]
+        cells[sc_name] = {}
+        series[sc_name] = {}
+        for pol in settings.policies:
+            runs = [run_one(topology, sc, pol, seed, settings, refs) for seed in settings.seeds]
+            series[sc_name][pol] = runs[0].pop("series")
+            for r in runs[1:]:
+                r.pop("series")
+            cells[sc_name][pol] = _mean_cells(runs)
+            c = cells[sc_name][pol]
+            progress(
+                f"{sc_name:<18} {pol:<18} goodput {sum(v['goodput_rps'] for v in c['tiers'].values()):5.2f} req/s"
+                f"  replica-s {c['replica_seconds']:7.0f}  futile {c['futile_actions']:.1f}"
+            )
+    summary = {
+        "settings": {
+            "duration_s": settings.duration_s,
+            "warmup_s": settings.warmup_s,
+            "window_s": settings.window_s,
+            "seeds": list(settings.seeds),
+            "cold_start_s": topology.timing.cold_start_s,
+            "time_scale": topology.timing.cold_start_s / PAPER_COLD_START_S,
+            "backend": "model (bench/control_sim.py), calibrated to the testbed engine",
+        },
+        "scenarios": {k: scs[k].description for k in settings.scenarios},
+        "results": cells,
+        "ratios": ratios(cells),
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
+    (out / "series.json").write_text(json.dumps(series))
+    return summary
+
+
+def ratios(cells: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """inferslice against the best other policy per scenario: goodput (sum over tiers and the worst
+    tier) and replica-seconds."""
+    out: dict[str, Any] = {}
+    for sc, pols in cells.items():
+        if "inferslice" not in pols:
+            continue
+        me = pols["inferslice"]
+        peers = {p: c for p, c in pols.items() if p != "inferslice"}
+        if not peers:
+            continue
+
+        def total(c: Mapping[str, Any]) -> float:
+            return float(sum(v["goodput_rps"] for v in c["tiers"].values()))
+
+        best_name = max(peers, key=lambda p: total(peers[p]))
+        best = peers[best_name]
+        cheaper = {p: c for p, c in peers.items() if c["replica_seconds"] <= me["replica_seconds"] * 1.0001}
+        best_cheap_name = max(cheaper, key=lambda p: total(cheaper[p])) if cheaper else None
+        per_tier = {
+            t: (me["tiers"][t]["goodput_rps"] / max(c["tiers"][t]["goodput_rps"] for c in peers.values()))
+            if max(c["tiers"][t]["goodput_rps"] for c in peers.values()) > 0
+            else None
+            for t in me["tiers"]
+        }
+        out[sc] = {
+            "best_peer": best_name,
+            "goodput_ratio_vs_best_peer": total(me) / total(best) if total(best) > 0 else None,
+            "replica_seconds_ratio_vs_best_peer": me["replica_seconds"] / best["replica_seconds"] if best["replica_seconds"] else None,
+            "goodput_ratio_per_tier_vs_best_peer_of_that_tier": per_tier,
+            "best_peer_at_no_more_replica_seconds": best_cheap_name,
+            "goodput_ratio_vs_that_peer": (total(me) / total(cheaper[best_cheap_name]))
+            if best_cheap_name and total(cheaper[best_cheap_name]) > 0
+            else None,
+        }
+    return out
+
+
+def add_arguments(p: Any) -> None:
+    """``inferslice bench control`` options (argparse parser)."""
+    p.add_argument("--out", type=Path, default=Path("bench/results/control"), help="directory for summary.json, plots and report.md")
+    p.add_argument("--topology", default=None, help="tiers file (default: the packaged one)")
+    p.add_argument("--seeds", default="1,2,3", help="comma-separated arrival seeds (default 1,2,3)")
+    p.add_argument("--scenarios", default=",".join(BenchSettings().scenarios), help="comma-separated subset of the scenarios")
+    p.add_argument("--policies", default=",".join(BenchSettings().policies), help="comma-separated subset of the policies")
+    p.add_argument("--duration-s", type=float, default=BenchSettings().duration_s)
+
+
+def run(args: Any) -> int:
+    from inferslice.bench.control_report import plot, report
+    from inferslice.errors import InputError
+    from inferslice.topology import load_topology
+
+    scs = tuple(x for x in args.scenarios.split(",") if x)
+    pols = tuple(x for x in args.policies.split(",") if x)
+    unknown = [x for x in scs if x not in scenarios()] + [x for x in pols if x not in POLICIES]
+    if unknown:
+        raise InputError(f"unknown scenario/policy {unknown}", "--scenarios/--policies")
+    try:
+        seeds = tuple(int(x) for x in args.seeds.split(",") if x)
+    except ValueError:
+        raise InputError(f"not a list of integers: {args.seeds!r}", "--seeds") from None
+    settings = BenchSettings(duration_s=args.duration_s, seeds=seeds, scenarios=scs, policies=pols)
+    top = load_topology(args.topology)
+    run_control_bench(args.out, top, settings)
+    plot(args.out, json.loads((args.out / "series.json").read_text()))
+    print(f"report: {report(args.out)}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="inferslice bench control", description=__doc__.split("\n")[0])
+    add_arguments(ap)
+    return run(ap.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
