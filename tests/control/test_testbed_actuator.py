@@ -1,0 +1,109 @@
+"""The testbed actuator against a stand-in of the tier front's documented admin API (httpx mock
+transport) and a recorded cap command: idempotent by target, typed errors, no testbed imports."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from inferslice.actions import Action, ActionKind
+from inferslice.common.registry import FrontEntry, LinkEntry, Registry, read_registry, write_registry
+from inferslice.control.actuators.base import Actuator, ApplyStatus, PermanentActuatorError, RetryableActuatorError
+from inferslice.control.actuators.testbed import TestbedActuator
+
+
+class FakeFront:
+    """GET /admin/state, PUT /admin/autoscale, PUT /admin/replicas as testbed/serving/front.py documents them."""
+
+    def __init__(self, tier: str, replicas_max: int) -> None:
+        self.tier, self.max = tier, replicas_max
+        self.mode, self.target = "autoscale", 1
+        self.puts: list[tuple[str, Any]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "GET" and request.url.path == "/admin/state":
+            reps = [
+                {"id": f"{self.tier}-{k}", "slot": k, "pop": "bristol", "gpu": 1, "state": "ready", "gpu_share": 1.0}
+                for k in range(self.target)
+            ]
+            return httpx.Response(200, json={"tier": self.tier, "mode": self.mode, "target": self.target, "replicas": reps})
+        body = json.loads(request.content)
+        self.puts.append((request.url.path, body))
+        if request.url.path == "/admin/autoscale":
+            self.mode = "autoscale" if body["enabled"] else "fixed"
+            return httpx.Response(200, json={})
+        if request.url.path == "/admin/replicas":
+            n = body["replicas"]
+            if not 0 <= n <= self.max:
+                return httpx.Response(422, json={"error": f"replicas must be an integer within [0, {self.max}]"})
+            if self.mode == "autoscale":
+                return httpx.Response(409, json={"error": "autoscaling is on"})
+            self.target = n
+            return httpx.Response(200, json={})
+        return httpx.Response(404)
+
+
+def _setup(tmp_path: Path) -> tuple[TestbedActuator, FakeFront, list[list[str]]]:
+    reg = Registry(
+        topology_path="t.yaml",
+        state_dir=str(tmp_path),
+        fronts=(FrontEntry("premium", "http://10.0.0.1:8000", "http://front.test"),),
+        links=(
+            LinkEntry(
+                "client-edge", "access", "ns-gw", "edge0", "bristol", tier="premium", direction="receive", htb_classid="1:13", cap_bps=5e5
+            ),
+        ),
+    )
+    write_registry(reg, tmp_path)
+    front = FakeFront("premium", 6)
+    calls: list[list[str]] = []
+
+    def runner(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        calls.append(list(argv))
+        # the real command changes the HTB class and rewrites the registry's cap: do the latter
+        r = read_registry(tmp_path)
+        links = tuple(dataclasses.replace(lk, cap_bps=float(argv[6])) for lk in r.links)
+        write_registry(dataclasses.replace(r, links=links), tmp_path)
+        return subprocess.CompletedProcess(list(argv), 0, "", "")
+
+    act = TestbedActuator(tmp_path, runner=runner, client=httpx.Client(transport=httpx.MockTransport(front)))
+    return act, front, calls
+
+
+def test_replicas_through_the_admin_api_idempotently(tmp_path: Path) -> None:
+    act, front, _ = _setup(tmp_path)
+    assert isinstance(act, Actuator)
+    a = Action(ActionKind.SET_REPLICAS, "premium", 4, id="premium-1-set_replicas")
+    assert act.apply(a).status is ApplyStatus.APPLIED
+    assert front.puts == [("/admin/autoscale", {"enabled": False}), ("/admin/replicas", {"replicas": 4})]
+    assert act.apply(a).status is ApplyStatus.ALREADY_APPLIED and len(front.puts) == 2
+    obs = act.observe()["premium"]
+    assert (obs.replicas_target, obs.replicas_ready, obs.cap_bps, obs.externally_controlled) == (4, 4, 5e5, True)
+
+
+def test_cap_through_the_testbed_command_idempotently(tmp_path: Path) -> None:
+    act, _, calls = _setup(tmp_path)
+    a = Action(ActionKind.SET_CAP, "premium", 1.2e6, id="premium-2-set_cap")
+    assert act.apply(a).status is ApplyStatus.APPLIED
+    assert calls[0][2:] == ["inferslice.cli", "testbed", "cap", "premium", "1200000", "--state-dir", str(tmp_path)]
+    assert act.apply(a).status is ApplyStatus.ALREADY_APPLIED and len(calls) == 1
+
+
+def test_errors_are_typed(tmp_path: Path) -> None:
+    act, _, _ = _setup(tmp_path)
+    with pytest.raises(PermanentActuatorError):
+        act.apply(Action(ActionKind.SET_REPLICAS, "premium", 9, id="x-1"))  # 422 from the front
+    with pytest.raises(PermanentActuatorError):
+        act.apply(Action(ActionKind.RELOCATE, "premium", "dublin/gpu1", id="x-2", replica="premium-0"))
+    with pytest.raises(PermanentActuatorError):
+        act.apply(Action(ActionKind.SET_REPLICAS, "nope", 1, id="x-3"))
+    down = TestbedActuator(tmp_path / "missing")
+    with pytest.raises(RetryableActuatorError):
+        down.observe()
