@@ -32,6 +32,7 @@ from inferslice.service.diagnosis import DiagnosisService, tier_of
 from inferslice.service.http import UNAUTHORIZED, BearerAuth, MethodNotAllowed, RequestMetrics
 from inferslice.service.metrics import ApiMetrics
 from inferslice.service.models import (
+    BAD_BODY,
     NOT_FOUND,
     SNAPSHOT_DESCRIPTION,
     SNAPSHOT_EXAMPLE,
@@ -191,13 +192,13 @@ def api_app(service: DiagnosisService, *, token: str | None = None) -> FastAPI:
             raise HTTPException(status_code=404, detail=f"no reference for slice {slice_name!r}")
         return _json(asdict(ref))
 
-    @app.put("/v1/slices/{slice_name}/reference", tags=["slices"], dependencies=authorized, responses=UNAUTHORIZED)
+    @app.put("/v1/slices/{slice_name}/reference", tags=["slices"], dependencies=authorized, responses={**BAD_BODY, **UNAUTHORIZED})
     def put_reference(slice_name: str, body: ReferenceIn) -> Response:
         """Configure a slice's reference; a configured reference is never replaced by learning."""
         return _json(asdict(service.set_reference(slice_name, body.to_reference())))
 
     # -- diagnosis ---------------------------------------------------------------------------
-    @app.post("/v1/diagnose", tags=["diagnosis"], responses=UNPROCESSABLE, openapi_extra=SNAPSHOT_REQUEST_BODY)
+    @app.post("/v1/diagnose", tags=["diagnosis"], responses={**BAD_BODY, **UNPROCESSABLE}, openapi_extra=SNAPSHOT_REQUEST_BODY)
     def diagnose(body: SnapshotBody) -> Response:
         """Classify one snapshot without storing it; the slice's stored reference is used when the body has none."""
         snap, raw_id = _parse_snapshot(body)
@@ -208,7 +209,7 @@ def api_app(service: DiagnosisService, *, token: str | None = None) -> FastAPI:
         tags=["diagnosis"],
         status_code=201,
         dependencies=authorized,
-        responses={**UNPROCESSABLE, **UNAUTHORIZED},
+        responses={**BAD_BODY, **UNPROCESSABLE, **UNAUTHORIZED},
         openapi_extra=SNAPSHOT_REQUEST_BODY,
     )
     def post_snapshot(body: SnapshotBody) -> Response:
@@ -226,7 +227,7 @@ def api_app(service: DiagnosisService, *, token: str | None = None) -> FastAPI:
             raise HTTPException(status_code=404, detail="no topology configured")
         return _json(topology_view(topology))
 
-    @app.post("/v1/alerts", tags=["alerts"], dependencies=authorized, responses=UNAUTHORIZED)
+    @app.post("/v1/alerts", tags=["alerts"], dependencies=authorized, responses={**BAD_BODY, **UNAUTHORIZED})
     def post_alerts(body: AlertmanagerWebhook) -> Response:
         """Alertmanager webhook receiver (payload version 4)."""
         n = store.put_alerts((a.record() for a in body.alerts), body.receiver, clock())

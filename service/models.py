@@ -5,15 +5,16 @@ Alertmanager's webhook payload, version 4: https://prometheus.io/docs/alerting/l
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from inferslice.snapshot import NUMERIC_FIELDS, RATIO_FIELDS, SNAPSHOT_FIELDS, Reference
 
-# JSON numbers that are finite as a float (a larger literal parses to inf and is rejected).
-_MAX_NUMBER = 1e300
+# The largest finite float: a larger JSON literal parses to inf (or overflows) and is rejected.
+_MAX_NUMBER = sys.float_info.max
 # Alertmanager writes the zero time for "no end yet" on firing alerts.
 _NO_END_YEAR = 1
 
@@ -30,14 +31,34 @@ def _iso(dt: datetime | None) -> str | None:
     return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
+def _timestamp_text(value: Any) -> Any:
+    """Alertmanager writes RFC 3339 strings; a number is not a timestamp here (the schema says string)."""
+    if value is not None and not isinstance(value, str | datetime):
+        raise ValueError("must be an RFC 3339 date-time string")
+    return value
+
+
+def _json_integer(value: Any) -> Any:
+    """JSON Schema's integer: 5 and 5.0, never "5" or true."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# Strict models (a bool is not a number, "5" is not an integer), except that timestamps arrive as
+# text and an integral float is an integer, as JSON Schema has it.
+Timestamp = Annotated[datetime, Field(strict=False), BeforeValidator(_timestamp_text)]
+JsonInt = Annotated[int, BeforeValidator(_json_integer)]
+
+
 class AlertIn(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     status: Literal["firing", "resolved"]
     labels: dict[str, str]
     annotations: dict[str, str] = Field(default_factory=dict)
-    startsAt: datetime
-    endsAt: datetime | None = None
+    startsAt: Timestamp
+    endsAt: Timestamp | None = None
     generatorURL: str = ""
     fingerprint: str | None = None
 
@@ -60,11 +81,11 @@ class AlertIn(BaseModel):
 
 
 class AlertmanagerWebhook(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     version: Literal["4"]
-    groupKey: str
-    truncatedAlerts: int = Field(default=0, ge=0)
+    groupKey: str = Field(min_length=1)  # Alertmanager always names the group ("{}:{alertname=...}")
+    truncatedAlerts: JsonInt = Field(default=0, ge=0)
     status: Literal["firing", "resolved"]
     receiver: str
     groupLabels: dict[str, str] = Field(default_factory=dict)
@@ -115,6 +136,9 @@ _VALIDATION = {"$ref": "#/components/schemas/HTTPValidationError"}
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"description": "unknown slice (or no reference / topology)", "content": {"application/json": {"schema": _DETAIL}}}
 }
+BAD_BODY: dict[int | str, dict[str, Any]] = {
+    400: {"description": "the body could not be parsed (not JSON, or not UTF-8)", "content": {"application/json": {"schema": _DETAIL}}}
+}
 UNPROCESSABLE: dict[int | str, dict[str, Any]] = {
     422: {"description": "invalid body: `detail[].loc` names the field", "content": {"application/json": {"schema": _VALIDATION}}}
 }
@@ -125,7 +149,8 @@ UNAVAILABLE: dict[int | str, dict[str, Any]] = {
 def snapshot_schema() -> dict[str, Any]:
     """The schema ``snapshot_from_dict`` enforces: ``slice`` a non-empty string, ``id`` a string or an
     integer, every other known key a number >= 0 (ratios <= 1) or null; unknown keys ignored."""
-    props: dict[str, Any] = {"slice": {"type": "string", "minLength": 1}, "id": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}
+    any_id = {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]}
+    props: dict[str, Any] = {"slice": {"type": "string", "minLength": 1}, "id": any_id}
     for key in sorted(NUMERIC_FIELDS):
         number: dict[str, Any] = {"type": "number", "minimum": 0, "maximum": 1 if key in RATIO_FIELDS else _MAX_NUMBER}
         props[key] = {"anyOf": [number, {"type": "null"}]}
