@@ -6,7 +6,7 @@ directly (``--source embedded``, no Prometheus needed) and classifies it.
 
 Mutating endpoints need a bearer token, read from ``--token-file FILE`` or else the environment
 variable ``INFERSLICE_API_TOKEN``; without either the API starts read-only (mutations answer 401).
-The token is never logged.
+The token is never logged. The operator console is at ``/console`` (docs/console.md).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn  # imported here: the rest of the CLI must not pay for it
 
     from inferslice.service.app import api_app
+    from inferslice.service.console.links import PrometheusLinks, PrometheusLinkSettings
     from inferslice.service.diagnosis import DiagnosisService
     from inferslice.service.http import load_token
     from inferslice.service.loop import DiagnosisLoop, LoopSettings
@@ -56,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
     loop: DiagnosisLoop | None = None
     try:
         service = DiagnosisService(store, topology, clock=time.time)
-        app = api_app(service, token=token)
+        # The console's WAN rates and RTTs come from Prometheus whenever the API reads it anyway.
+        links = PrometheusLinks(PrometheusLinkSettings(base_url=args.prometheus_url)) if args.source == "prometheus" else None
+        app = api_app(service, token=token, console_links=links)
         if args.source != "none":
             targets = tuple(t.strip() for t in args.targets.split(",") if t.strip())
             settings = SourceSettings(args.source, args.prometheus_url, targets, args.perspective, args.window_s)

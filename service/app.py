@@ -28,6 +28,8 @@ from inferslice.bottleneck.episodes import DEFAULT_HYSTERESIS
 from inferslice.bottleneck.reference import DEFAULT_LEARNING, LearningPolicy
 from inferslice.diagnosis import Diagnosis
 from inferslice.errors import InputError, SourceUnavailable
+from inferslice.service.console.links import LinkTelemetry
+from inferslice.service.console.routes import console_feed, mount_console
 from inferslice.service.diagnosis import DiagnosisService, tier_of
 from inferslice.service.http import UNAUTHORIZED, BearerAuth, MethodNotAllowed, RequestMetrics
 from inferslice.service.metrics import ApiMetrics
@@ -84,13 +86,15 @@ def create_app(
     hysteresis: HysteresisPolicy = DEFAULT_HYSTERESIS,
     learning: LearningPolicy | None = DEFAULT_LEARNING,
     token: str | None = None,
+    console_links: LinkTelemetry | None = None,
 ) -> FastAPI:
     """A ``DiagnosisService`` over ``store`` and the API over it."""
-    return api_app(DiagnosisService(store, topology, clock, thresholds, hysteresis, learning), token=token)
+    return api_app(DiagnosisService(store, topology, clock, thresholds, hysteresis, learning), token=token, console_links=console_links)
 
 
-def api_app(service: DiagnosisService, *, token: str | None = None) -> FastAPI:
-    """The HTTP layer over ``service``; ``token``: the bearer token mutations need (None: read-only)."""
+def api_app(service: DiagnosisService, *, token: str | None = None, console_links: LinkTelemetry | None = None) -> FastAPI:
+    """The HTTP layer over ``service``; ``token``: the bearer token mutations need (None: read-only);
+    ``console_links``: WAN telemetry for the console's topology (None: configured RTTs only)."""
     store, topology, clock = service.store, service.topology, service.clock
     metrics = ApiMetrics(store)
     authorized = [Depends(BearerAuth(token))]
@@ -244,5 +248,8 @@ def api_app(service: DiagnosisService, *, token: str | None = None) -> FastAPI:
         slice_name: Annotated[str | None, Query(alias="slice")] = None, limit: Annotated[int, Query(ge=1, le=10000)] = 1000
     ) -> Response:
         return _json(store.actions(slice_name, limit))
+
+    if topology is not None:  # the console is drawn from the topology; without one there is nothing to show
+        mount_console(app, console_feed(app, store, topology, clock, console_links))
 
     return app

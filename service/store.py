@@ -134,6 +134,17 @@ class Store:
         rows = self._query("SELECT body FROM snapshots WHERE slice = ? ORDER BY ts DESC, id DESC LIMIT 1", (slice_name,))
         return snapshot_from_dict(json.loads(rows[0][0])) if rows else None
 
+    def snapshots(
+        self, slice_name: str, since_s: float | None = None, until_s: float | None = None, limit: int = 1000
+    ) -> list[dict[str, Any]]:
+        """Stored windows of one slice as dicts with their ``ts``, oldest first, within [since_s, until_s]."""
+        rows = self._query(
+            "SELECT ts, body FROM (SELECT id, ts, body FROM snapshots WHERE slice = ? AND ts >= ? AND ts <= ? "
+            "ORDER BY ts DESC, id DESC LIMIT ?) ORDER BY ts, id",
+            (slice_name, since_s if since_s is not None else float("-inf"), until_s if until_s is not None else float("inf"), limit),
+        )
+        return [{"ts": r[0], **json.loads(r[1])} for r in rows]
+
     def latest_diagnosis(self, slice_name: str) -> dict[str, Any] | None:
         rows = self._query("SELECT body FROM diagnoses WHERE slice = ? ORDER BY ts DESC, id DESC LIMIT 1", (slice_name,))
         return dict(json.loads(rows[0][0])) if rows else None

@@ -8,6 +8,7 @@ SQLite on the first request: the page sees the same history it had.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -67,7 +68,8 @@ class ConsoleFeed:
         self._tiers = {t.name: _TierCache(self.settings.max_points) for t in topology.tiers}
 
     def _refresh_tier(self, name: str, cache: _TierCache, now: float) -> None:
-        since = cache.last_ts if cache.last_ts is not None else now - self.settings.history_s
+        # the store's bounds are inclusive: start just after the newest window held, not at it
+        since = math.nextafter(cache.last_ts, math.inf) if cache.last_ts is not None else now - self.settings.history_s
         limit = self.settings.max_points
         diagnoses = [d for d in self.store.diagnoses(name, since_s=since, limit=limit) if cache.last_ts is None or d["ts"] > cache.last_ts]
         if not diagnoses:

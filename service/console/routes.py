@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request, Response
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
-from inferslice.service.console.feed import ConsoleFeed
+from inferslice.service.console.feed import ConsoleFeed, ConsoleStore
+from inferslice.service.console.links import LinkTelemetry
+from inferslice.topology import Topology
 
 GZIP_LEVEL = 5  # a live update's ~50 kB of JSON (10 tiers) shrinks ~8x for well under a millisecond
 STATIC_DIR = Path(str(resources.files("inferslice.service.console").joinpath("static")))
@@ -24,6 +27,34 @@ STATIC_DIR = Path(str(resources.files("inferslice.service.console").joinpath("st
 
 def index_html() -> str:
     return (STATIC_DIR / "index.html").read_text(encoding="utf-8")
+
+
+class _AppSources:
+    """The API's own diagnosis loop as a console source, read at each poll (it is attached after mounting)."""
+
+    def __init__(self, app: FastAPI, clock: Callable[[], float]) -> None:
+        self.app = app
+        self.clock = clock
+
+    def __call__(self) -> Sequence[Mapping[str, Any]]:
+        loop = getattr(self.app.state, "loop", None)
+        if loop is None:
+            return []
+        stats, interval = loop.stats, loop.settings.interval_s
+        age = None if stats.last_run_s is None else max(0.0, self.clock() - stats.last_run_s)
+        ok = age is not None and age <= 5 * interval  # the loop's last good read is recent: one failed poll is not an outage
+        detail = f"last good read {age:.0f} s ago" if age is not None else "no good read yet"
+        if stats.failures:
+            detail += f"; {stats.failures} failed, last: {stats.last_error}"
+        return [{"name": "metric source", "ok": ok, "detail": detail, "age_s": age}]
+
+
+def console_feed(
+    app: FastAPI, store: Any, topology: Topology, clock: Callable[[], float], links: LinkTelemetry | None = None
+) -> ConsoleFeed:
+    """The feed the API mounts: the store's history and actions, the app's loop as a source."""
+    history: ConsoleStore = store
+    return ConsoleFeed(history, topology, clock, actions=lambda n: store.actions(limit=n), links=links, sources=_AppSources(app, clock))
 
 
 def mount_console(app: FastAPI, feed: ConsoleFeed) -> None:
