@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         _prepare(story.replicas, state_dir)
         wait_ready(top, state_dir, progress=lambda m: print(m))
         print(f"Prometheus {stack.prometheus.url if stack.prometheus else '-'}   API {stack.api_url}/docs   report -> {out}")
+        print(f"operator console {stack.api_url}/console")
         timeline = _play(stack, story, state_dir, out, live=not args.no_live)
         report = _report(stack, story, timeline, out)
         print(report)
