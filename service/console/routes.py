@@ -49,12 +49,29 @@ class _AppSources:
         return [{"name": "metric source", "ok": ok, "detail": detail, "age_s": age}]
 
 
+AUDIT_SCAN = 10_000  # the audit log lists oldest first: read this many and show the newest
+
+
+class _AppActions:
+    """The controller's audit log when the app serves it (``app.state.control_audit``), else the store's actions."""
+
+    def __init__(self, app: FastAPI, store: Any) -> None:
+        self.app = app
+        self.store = store
+
+    def __call__(self, n: int) -> Sequence[Mapping[str, Any]]:
+        audit = getattr(self.app.state, "control_audit", None)
+        if audit is not None:
+            return list(reversed(audit.actions(limit=AUDIT_SCAN)))[:n]
+        return list(self.store.actions(limit=n))
+
+
 def console_feed(
     app: FastAPI, store: Any, topology: Topology, clock: Callable[[], float], links: LinkTelemetry | None = None
 ) -> ConsoleFeed:
-    """The feed the API mounts: the store's history and actions, the app's loop as a source."""
+    """The feed the API mounts: the store's history, the controller's actions, the app's loop as a source."""
     history: ConsoleStore = store
-    return ConsoleFeed(history, topology, clock, actions=lambda n: store.actions(limit=n), links=links, sources=_AppSources(app, clock))
+    return ConsoleFeed(history, topology, clock, actions=_AppActions(app, store), links=links, sources=_AppSources(app, clock))
 
 
 def mount_console(app: FastAPI, feed: ConsoleFeed) -> None:

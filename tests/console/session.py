@@ -8,8 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from inferslice.actions import action_from_dict
+from inferslice.control.guardrails import GuardState
+from inferslice.control.state import ControlEvent
 from inferslice.service.console.links import StaticLinks
 from inferslice.service.console.view import LinkSample
+from inferslice.service.control_audit import AuditLog, Decided
 from inferslice.snapshot import snapshot_from_dict
 from inferslice.topology import Topology, load_topology
 
@@ -44,14 +47,34 @@ def recorded_links() -> StaticLinks:
     )
 
 
-def load_session(service: Any, store: Any) -> float:
-    """Ingest every window, then the actions and alerts; returns the session's last window time."""
+def record_actions(audit: AuditLog, t0: float) -> None:
+    """The session's actions in a controller audit log, each in its recorded state and outcome."""
+    for item in session()["actions"]:
+        data = dict(item["action"])
+        for key in ("decided_s", "expected_by_s"):
+            data[key] = t0 + data[key]
+        action = action_from_dict(data)
+        at = t0 + item["at_s"]
+        futile = item["outcome"] == "futile"
+        state = "applied" if futile else item["outcome"]
+        events = [ControlEvent(at + 18.0, action.slice, "futile", item.get("detail", ""), action.regime, action.id)] if futile else []
+        decided = [Decided(action, "pending" if state == "pending" else "approved")]
+        audit.record_decision(at, "approve", decided, [], events, {}, GuardState())
+        if state != "pending":
+            audit.transition(action.id, state, at + 1.0, detail=item.get("detail"))
+
+
+def load_session(service: Any, store: Any, audit: AuditLog | None = None) -> float:
+    """Ingest every window, then the actions (into ``audit`` when given, else the store) and alerts;
+    returns the session's last window time."""
     rows = windows()
     t0 = rows[0]["window_end_s"]
     for row in rows:
         service.ingest(snapshot_from_dict(row))
     extra = session()
-    for item in extra["actions"]:
+    if audit is not None:
+        record_actions(audit, t0)
+    for item in extra["actions"] if audit is None else []:
         data = dict(item["action"])
         for key in ("decided_s", "expected_by_s"):
             data[key] = t0 + data[key]

@@ -9,7 +9,7 @@ const REM = parseFloat(getComputedStyle(document.documentElement).fontSize) || 1
 const FONT = `${Math.round(REM * 0.8)}px system-ui, "DejaVu Sans", sans-serif`;
 const HEIGHT = Math.round(REM * 11);
 const AXIS = { stroke: "#a5afbb", font: FONT, labelFont: FONT, grid: { stroke: "#30363d", width: 1 }, ticks: { stroke: "#30363d" } };
-const timeAxis = { ...AXIS, values: (u, vals) => vals.map((v) => new Date(v * 1000).toISOString().slice(11, 19)) };
+const timeAxis = { ...AXIS, space: Math.round(REM * 6), values: (u, vals) => vals.map((v) => new Date(v * 1000).toISOString().slice(11, 19)) };
 const secondsAxis = { ...AXIS, size: Math.round(REM * 4.2), values: (u, vals) => vals.map((v) => fmtS(v)) };
 
 // Every time on the page is UTC (the API's clock, the alerts), so the charts' axes are too.
