@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "dashboards": "generate Grafana dashboards and Prometheus rules from the tiers file",
     "demo": "the main job: testbed up, a scripted load/cap story with a live view, a report, teardown",
     "bench": "benchmarks, reported as ratios against a baseline run in the same process",
+    "control": "the control loop: scale replicas, raise caps within each tier's guarantees (auto | approve | dry-run)",
     "deploy": "Kubernetes: render the Kustomize tree from the tiers file (base + overlays), check it, pods-sync",
 }
 

@@ -6,7 +6,7 @@ directly (``--source embedded``, no Prometheus needed) and classifies it.
 
 Mutating endpoints need a bearer token, read from ``--token-file FILE`` or else the environment
 variable ``INFERSLICE_API_TOKEN``; without either the API starts read-only (mutations answer 401).
-The token is never logged. The operator console is at ``/console`` (docs/console.md).
+The token is never logged.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topology", default=None, help="topology file (default: the testbed's)")
     parser.add_argument("--token-file", default=None, metavar="FILE",
                         help="bearer token for the mutating endpoints (default: env INFERSLICE_API_TOKEN; neither: read-only)")
+    parser.add_argument("--control-db", default=None, metavar="FILE",
+                        help="the controller's audit log: serve GET /v1/actions?state=... and POST /v1/actions/{id}/approve|reject")
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     loop = parser.add_argument_group("diagnosis loop")
     loop.add_argument("--source", choices=["none", "prometheus", "embedded"], default="none",
@@ -39,17 +41,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import uvicorn  # imported here: the rest of the CLI must not pay for it
+    from fastapi import Depends
 
     from inferslice.service.app import api_app
-    from inferslice.service.console.links import PrometheusLinks, PrometheusLinkSettings
+    from inferslice.service.control_api import mount_control
+    from inferslice.service.control_audit import AuditLog
     from inferslice.service.diagnosis import DiagnosisService
-    from inferslice.service.http import load_token
+    from inferslice.service.http import BearerAuth, load_token
     from inferslice.service.loop import DiagnosisLoop, LoopSettings
     from inferslice.service.sources import SourceSettings, make_source
     from inferslice.service.store import Store
     from inferslice.topology import load_topology
 
     token = load_token(args.token_file)
+    control_audit = AuditLog(args.control_db) if args.control_db else None
     if token is None:
         print("inferslice api: no --token-file and no INFERSLICE_API_TOKEN: mutating endpoints answer 401", file=sys.stderr)
     topology = load_topology(args.topology)
@@ -57,9 +62,9 @@ def run(args: argparse.Namespace) -> int:
     loop: DiagnosisLoop | None = None
     try:
         service = DiagnosisService(store, topology, clock=time.time)
-        # The console's WAN rates and RTTs come from Prometheus whenever the API reads it anyway.
-        links = PrometheusLinks(PrometheusLinkSettings(base_url=args.prometheus_url)) if args.source == "prometheus" else None
-        app = api_app(service, token=token, console_links=links)
+        app = api_app(service, token=token)
+        if control_audit is not None:  # the controller's actions, approvals and rejections
+            mount_control(app, control_audit, [Depends(BearerAuth(token))], time.time)
         if args.source != "none":
             targets = tuple(t.strip() for t in args.targets.split(",") if t.strip())
             settings = SourceSettings(args.source, args.prometheus_url, targets, args.perspective, args.window_s)

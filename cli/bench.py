@@ -6,6 +6,7 @@
     inferslice bench diagnosis [--diagnosis-out DIR] [--repetitions 2] [--windows 4,6,8] [--set NAME=VALUE]
                                                                     (root: runs on the testbed, ~5 min)
     inferslice bench diagnosis --rescore [--set NAME=VALUE]        (replay a finished run's windows, seconds)
+    inferslice bench control [--out DIR] [--seeds 1,2,3] [--scenarios ...] [--policies ...]   (model, ~30 s)
     inferslice bench all --out DIR                                  (each as DIR/<name>.json + DIR/summary.md)
 
 Each prints a markdown summary; ``--json FILE`` (``-`` for stdout) also writes the raw result.
@@ -126,6 +127,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p = sub.add_parser(name, help=text, description=text)
         add(p)
         p.add_argument("--json", metavar="FILE", default=None, help="also write the raw result as JSON ('-': stdout)")
+    text = "control policies (static, Ray Serve, KEDA, llm-d WVA, TTFT threshold, inferslice) x five scenarios"
+    p = sub.add_parser("control", help=text, description=text)
+    from inferslice.bench import control as control_bench  # here: only `bench control` pays for the controller's imports
+
+    control_bench.add_arguments(p)
     p = sub.add_parser("all", help="every benchmark; JSON + markdown into --out", description="every benchmark")
     p.add_argument("--out", required=True, help="directory for <name>.json and summary.md")
     p.add_argument("--only", default=",".join(NAMES), help=f"comma-separated subset of {','.join(NAMES)}")
@@ -174,6 +180,10 @@ def _json(result: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.bench == "control":  # writes its own summary.json, plots and report.md into --out
+        from inferslice.bench import control as control_bench
+
+        return control_bench.run(args)
     if args.bench != "all":
         result, summary = _run_one(args.bench, args)
         if args.json == "-":

@@ -1,0 +1,83 @@
+"""``inferslice control``: the control loop against the running testbed, acting on the diagnosis API's verdicts.
+
+    inferslice control --mode auto|approve|dry-run [--api URL] [--audit FILE] [--state-dir DIR]
+                       [--interval-s 2] [--listen 127.0.0.1:9480] [--topology FILE] [--tiers a,b]
+
+auto applies what the guardrails allow; approve records actions as pending until an operator
+approves them (``POST /v1/actions/{id}/approve`` on an API started with ``--control-db`` naming the
+same audit file); dry-run computes and records, applies nothing. The audit log (SQLite) is
+crash-safe: a restarted controller finishes what it had recorded and never applies an action twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from pathlib import Path
+
+HELP = "the control loop: scale replicas, raise caps within each tier's guarantees (auto | approve | dry-run)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mode", choices=["auto", "approve", "dry-run"], default="dry-run", help="default dry-run: nothing is applied")
+    parser.add_argument("--api", default="http://127.0.0.1:8080", help="the diagnosis API the verdicts come from")
+    parser.add_argument(
+        "--audit", type=Path, default=Path("inferslice-control.db"), help="SQLite audit log (actions, why, approvals, outcomes)"
+    )
+    parser.add_argument("--state-dir", type=Path, default=None, help="testbed state directory (default /run/inferslice)")
+    parser.add_argument("--topology", default=None, help="tiers file (default: the testbed's)")
+    parser.add_argument("--tiers", default="", help="comma-separated tiers under control (default: all)")
+    parser.add_argument("--interval-s", type=float, default=None, help="seconds between steps (default: the topology's scrape interval)")
+    parser.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT for /metrics and /healthz (port 0: any free port)")
+    parser.add_argument("--steps", type=int, default=0, help="stop after N steps (0: run until SIGINT/SIGTERM)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import dataclasses
+    import time
+
+    from inferslice.common.registry import DEFAULT_STATE_DIR
+    from inferslice.control.actuators.testbed import TestbedActuator
+    from inferslice.control.settings import tier_policies
+    from inferslice.errors import InputError
+    from inferslice.service.control_audit import AuditLog
+    from inferslice.service.control_loop import ControlLoop
+    from inferslice.service.control_source import ApiSource
+    from inferslice.service.controller import Controller, Mode
+    from inferslice.topology import load_topology
+
+    top = load_topology(args.topology)
+    policies = tier_policies(top)
+    chosen = [t for t in args.tiers.split(",") if t.strip()]
+    unknown = [t for t in chosen if t not in policies]
+    if unknown:
+        raise InputError(f"unknown tiers {unknown}", "--tiers")
+    if chosen:
+        policies = {t: p if t in chosen else dataclasses.replace(p, controlled=False) for t, p in policies.items()}
+    host, _, port = args.listen.rpartition(":")
+    ctl = Controller(
+        top,
+        policies,
+        TestbedActuator(args.state_dir or DEFAULT_STATE_DIR),
+        AuditLog(args.audit),
+        ApiSource(args.api, list(policies)),
+        clock=time.time,
+        mode=Mode(args.mode),
+    )
+    loop = ControlLoop(ctl, args.interval_s or top.timing.scrape_interval_s)
+    bound = loop.serve(host or "127.0.0.1", int(port or 0))
+    print(f"inferslice control: mode {args.mode}, audit {args.audit}, /metrics and /healthz on {host or '127.0.0.1'}:{bound}", flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        if args.steps:
+            ctl.drive()
+            for _ in range(args.steps):
+                loop.step()
+        else:
+            loop.run_forever(stop)
+    finally:
+        loop.close()
+    return 0
