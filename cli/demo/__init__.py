@@ -28,7 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--speed", type=float, default=1.0, help="scale every phase's duration (e.g. 0.4 for a quick run)")
     parser.add_argument("--phase-s", type=float, default=None, metavar="S",
                         help="every phase lasts S seconds (a short story for CI; same code path); overrides --speed")
-    parser.add_argument("--no-live", action="store_true", help="print one line per second instead of the live table")
+    parser.add_argument("--no-live", action="store_true",
+                        help="print one compact line per diagnosis window instead of the live table (also when stdout is not a terminal)")
     parser.add_argument("--keep", action="store_true", help="leave the testbed up at the end (everything else stops)")
 
 
@@ -141,10 +142,12 @@ def _play(stack: Any, story: Any, state_dir: Path, out: Path, live: bool) -> lis
     from rich.console import Console
     from rich.live import Live
 
-    from inferslice.cli.demo.view import render
+    from inferslice.cli.demo.view import render, window_key, window_line
 
     timeline: list[tuple[Any, float, float]] = []
-    console = Console()
+    console = Console()  # the terminal's width when there is one
+    live = live and console.is_terminal  # a log or a pipe gets one line per window, never cursor moves
+    total = len(story.phases)
     for i, phase in enumerate(story.phases, start=1):
         _apply(phase, state_dir)
         start = time.time()
@@ -153,21 +156,24 @@ def _play(stack: Any, story: Any, state_dir: Path, out: Path, live: bool) -> lis
             stack.start_load(tier, tier, load.concurrency, phase.duration_s + 5, seed=10 * i + j, result_path=result)
         end = start + phase.duration_s
 
-        def frame(i: int = i, phase: Any = phase, end: float = end) -> Any:
-            views = {t: stack.slice_view(t) for t in phase.loads}
-            return render(phase, i, len(story.phases), max(0.0, end - time.time()), views)
+        def views(phase: Any = phase) -> dict[str, Any]:
+            return {t: stack.slice_view(t) for t in phase.loads}
 
         if live:
-            with Live(frame(), console=console, refresh_per_second=2, transient=False) as view:
+            with Live(render(phase, i, total, phase.duration_s, views(), console.width), console=console, refresh_per_second=2) as view:
                 while time.time() < end:
                     time.sleep(1.0)
-                    view.update(frame())
+                    view.update(render(phase, i, total, max(0.0, end - time.time()), views(), console.width))
         else:
+            print(f"phase {i}/{total}: {phase.name} ({phase.duration_s:g} s): {phase.description}", flush=True)
+            last: tuple[Any, ...] | None = None
             while time.time() < end:
-                time.sleep(5.0)
-                views = {t: stack.slice_view(t) for t in phase.loads}
-                line = "  ".join(f"{t}: {(v.get('diagnosis') or {}).get('regime', '-')}" for t, v in views.items())
-                print(f"[{phase.name} {max(0.0, end - time.time()):3.0f}s] {line}", flush=True)
+                time.sleep(1.0)
+                now = views()
+                key = window_key(now)
+                if key != last:  # a new diagnosis window for some tier
+                    last = key
+                    print(window_line(phase, i, total, max(0.0, end - time.time()), now), flush=True)
         timeline.append((phase, start, time.time()))
     for tier in list(stack.loads):
         stack.stop_load(tier)

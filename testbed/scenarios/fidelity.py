@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from inferslice.common import units
+
 Row = Mapping[str, Any]
 
 SLO_TTFT_S = 0.5
@@ -31,6 +33,7 @@ class Check:
     expected: str
     ok: bool
     detail: str = ""
+    unit: str = ""  # how the report prints ``measured``: "s", "bit/s", "x" or "" (a count)
 
 
 def first_breach(rows: Iterable[Row], tier: str, slo_s: float = SLO_TTFT_S) -> int | None:
@@ -66,7 +69,13 @@ def differentiation_checks(rows: Sequence[Row]) -> list[Check]:
         ratio = peak_goodput(rows, "premium") / free if free > 0 else None
         ok = ratio is not None and abs(ratio - PREMIUM_OVER_FREE_GOODPUT) <= GOODPUT_TOLERANCE * PREMIUM_OVER_FREE_GOODPUT
         checks.append(
-            Check("premium/free peak goodput", None if ratio is None else round(ratio, 3), f"{PREMIUM_OVER_FREE_GOODPUT} +/- 25 %", ok)
+            Check(
+                "premium/free peak goodput",
+                None if ratio is None else round(ratio, 3),
+                f"{PREMIUM_OVER_FREE_GOODPUT}x +/- 25 %",
+                ok,
+                unit="x",
+            )
         )
     return checks
 
@@ -93,8 +102,9 @@ def bandwidth_checks(rows: Sequence[Row]) -> list[Check]:
                 Check(
                     f"{tier}: uncapped demand at concurrency 10",
                     rx,
-                    f"{DEMAND_AT_10_BPS:.3g} bit/s +/- 25 %",
+                    f"{units.bits_per_second(DEMAND_AT_10_BPS)} +/- 25 %",
                     _within(rx, DEMAND_AT_10_BPS, DEMAND_TOLERANCE),
+                    unit="bit/s",
                 )
             )
         for c in sorted({int(r["concurrency"]) for r in rows if r["tier"] == tier}):
@@ -106,8 +116,8 @@ def bandwidth_checks(rows: Sequence[Row]) -> list[Check]:
                 checks.append(
                     Check(
                         f"{tier} c={c}: cap just above demand changes nothing",
-                        f"ttft {demand.get('p99_ttft_s')} vs {base.get('p99_ttft_s')}; "
-                        f"tpot {demand.get('p99_tpot_s')} vs {base.get('p99_tpot_s')}",
+                        f"TTFT {units.seconds(demand.get('p99_ttft_s'))} vs {units.seconds(base.get('p99_ttft_s'))}; "
+                        f"TPOT {units.seconds(demand.get('p99_tpot_s'))} vs {units.seconds(base.get('p99_tpot_s'))}",
                         "P99 TTFT and TPOT within 20 %",
                         ok,
                     )
@@ -116,7 +126,13 @@ def bandwidth_checks(rows: Sequence[Row]) -> list[Check]:
                 cap = low.get("cap_bps") or 0.0
                 pinned = _within(low.get("link_rx_bps"), cap, LOW_CAP_PIN_TOLERANCE)
                 checks.append(
-                    Check(f"{tier} c={c}: 0.5 Mbit/s cap pins the link", low.get("link_rx_bps"), f"{cap:.3g} bit/s +/- 10 %", pinned)
+                    Check(
+                        f"{tier} c={c}: 0.5 Mbit/s cap pins the link",
+                        low.get("link_rx_bps"),
+                        f"{units.bits_per_second(cap)} +/- 10 %",
+                        pinned,
+                        unit="bit/s",
+                    )
                 )
                 b, lo = base.get("p99_tpot_s"), low.get("p99_tpot_s")
                 factor = lo / b if b and lo else None
@@ -126,6 +142,7 @@ def bandwidth_checks(rows: Sequence[Row]) -> list[Check]:
                         None if factor is None else round(factor, 2),
                         f">= {LOW_CAP_TPOT_FACTOR}x",
                         factor is not None and factor >= LOW_CAP_TPOT_FACTOR,
+                        unit="x",
                     )
                 )
     return checks
@@ -142,6 +159,19 @@ def checks_to_json(checks: list[Check]) -> list[dict[str, Any]]:
 def checks_to_markdown(checks: list[Check]) -> str:
     lines = ["| check | measured | paper / target | ok |", "|---|---|---|---|"]
     for c in checks:
-        measured = f"{c.measured:.4g}" if isinstance(c.measured, float) else str(c.measured)
+        measured = _measured(c)
         lines.append(f"| {c.name} | {measured} | {c.expected} | {'yes' if c.ok else 'NO'} |")
     return "\n".join(lines) + "\n"
+
+
+def _measured(check: Check) -> str:
+    value = check.measured
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return units.MISSING if value is None else str(value)
+    if check.unit == "s":
+        return units.seconds(value)
+    if check.unit == "bit/s":
+        return units.bits_per_second(value)
+    if check.unit == "x":
+        return units.factor(value)
+    return f"{value:g}"
