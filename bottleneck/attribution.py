@@ -10,9 +10,10 @@ Each share comes from a physical relation the snapshot already carries, not from
   a missing throughput can only make the verdict stricter, never laxer.
 - network: bits per streamed token (``link_rx_bps / output_tokens_per_s``) give the token rate the
   link can carry (``cap / bits per token``) and the pacing floor it puts on each stream. When the
-  link runs at its cap (a shaper delivers 85-95 % of nominal), the TPOT above the engine's pace is
-  the network's; the engine's pace is the load-expected TPOT slowed by a reduced GPU share when one
-  is reported. The first chunk waits in the shaper's queue too: the TTFT the network explains is
+  link runs at its cap (a shaper delivers 85-95 % of nominal), the TPOT above the load-expected is
+  the network's, shared with compute when a reduced GPU share is reported (in proportion to what
+  each alone could explain: the network all of it, compute ``expected / share - expected``). The
+  first chunk waits in the shaper's queue too: the TTFT the network explains is
   bounded by ``first_chunk_tpot_multiple`` of its TPOT share (a queue holds a bounded number of
   token times of every stream).
 - compute: TPOT above the load-expected TPOT on a link that does not bind (co-tenant, preemptions,
@@ -78,6 +79,11 @@ class Physics:
     tpot_stat: str | None  # the TPOT statistic judged: the median, or the P99 when the median collapsed (coalesced tokens)
 
 
+def ge(a: float, b: float) -> bool:
+    """``a >= b`` up to float rounding: a verdict must not change with the unit of time."""
+    return a >= b - 1e-9 * max(abs(a), abs(b))
+
+
 def _pos(x: float | None) -> float | None:
     return x if x is not None and x > 0 else None
 
@@ -117,8 +123,10 @@ def load_factor(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: fl
         return 1.0, True
     sat = saturation_tokens_per_s if saturation_tokens_per_s is not None and saturation_tokens_per_s > ref_rate else None
     s = sat / ref_rate if sat is not None else 1.0 / th.decode_reference_utilization
-    x = min(rate / ref_rate, th.decode_saturation_cap * s)
-    return (1.0 - 1.0 / s) / (1.0 - x / s), True
+    x = rate / ref_rate
+    if x >= s:
+        return th.load_factor_max, True
+    return min(th.load_factor_max, (1.0 - 1.0 / s) / (1.0 - x / s)), True
 
 
 def link_state(snap: SliceSnapshot, th: Thresholds) -> LinkState:
@@ -131,14 +139,14 @@ def link_state(snap: SliceSnapshot, th: Thresholds) -> LinkState:
     util = rx / cap
     rate = _pos(snap.output_tokens_per_s)
     bpt = rx / rate if rate is not None and rx > 0 else None
-    token_max = cap / bpt if bpt is not None else None
+    token_max = cap / bpt if bpt is not None and bpt > 0 else None
     floor = None
     if bpt is not None:
         streams = snap.requests_running
         if streams is None and snap.tpot_mean_s is not None:
             streams = rate * snap.tpot_mean_s if rate is not None else None  # Little: streams = tokens/s x s/token
         floor = streams * bpt / cap if streams is not None else None
-    return LinkState(True, util >= th.link_binding_ratio, util, against, bpt, token_max, floor)
+    return LinkState(True, ge(util, th.link_binding_ratio), util, against, bpt, token_max, floor)
 
 
 def _split_tpot(obs: float, ref: float, expected: float, engine: float, link: LinkState, confirmed: bool) -> tuple[float, float, float]:
@@ -146,7 +154,10 @@ def _split_tpot(obs: float, ref: float, expected: float, engine: float, link: Li
     excess = max(0.0, obs - ref)
     contention = max(0.0, obs - expected)
     if link.binding:
-        compute = min(contention, max(0.0, engine - expected))
+        # Both could explain it: a full link always binds in part, so the contention is shared in
+        # proportion to what each alone could explain (the network: all of it).
+        slow = max(0.0, engine - expected)
+        compute = contention * slow / (contention + slow) if contention > 0 else 0.0
         network = contention - compute
     elif link.known or confirmed:
         compute, network = contention, 0.0
@@ -186,9 +197,9 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
         tpot50 is not None
         and tpot99 is not None
         and refs.tpot_p50 is not None
-        and tpot50 * th.tpot_inflation_ratio < refs.tpot_p50
+        and not ge(tpot50 * th.tpot_inflation_ratio, refs.tpot_p50)
         and refs.tpot_p99 is not None
-        and tpot99 >= th.tpot_tail_inflation_ratio * refs.tpot_p99
+        and ge(tpot99, th.tpot_tail_inflation_ratio * refs.tpot_p99)
     )
     pace = "tpot_p99" if collapsed or tpot50 is None else "tpot_p50"
     shares: list[LatencyShare] = []
@@ -208,9 +219,9 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
         if stat == pace:
             contention, c_thr = max(0.0, obs - expected), (ratio - 1.0) * ref
             cfactor = (expected + compute) / expected if expected > 0 else 1.0
-            pace_binds = c_thr > 0 and max(network, compute) >= c_thr
+            pace_binds = c_thr > 0 and ge(max(network, compute), c_thr)
         shares.append(LatencyShare(stat, obs, ref, 0.0, network, compute, base))
-    unseparated = not link.known and not confirmed and contention >= c_thr and c_thr > 0
+    unseparated = not link.known and not confirmed and c_thr > 0 and ge(contention, c_thr)
 
     ttft50 = snap.ttft_p50_s if snap.ttft_p50_s is not None else snap.ttft_mean_s
     tokens_short = (

@@ -27,16 +27,20 @@ Removing a field therefore never turns a confident verdict into a different conf
 from __future__ import annotations
 
 from inferslice.bottleneck import signals
-from inferslice.bottleneck.attribution import Physics, attribute
+from inferslice.bottleneck.attribution import Physics, attribute, ge
 from inferslice.bottleneck.signals import Reading
 from inferslice.bottleneck.thresholds import DEFAULT, Thresholds
-from inferslice.diagnosis import REGIME_OF, RESOURCES, Attribution, Diagnosis, Evidence, LatencyShare, Regime, SloState
+from inferslice.diagnosis import REGIME_OF, RESOURCES, Attribution, Diagnosis, Evidence, Regime, SloState
 from inferslice.snapshot import Reference, SliceSnapshot
 
 CONFIDENT = 0.6  # the learner's bar too: a verdict below it is a hint, not a fact
 UNSURE = 0.55  # the cap for a verdict a missing field could overturn
 ORDER = ("network", "compute", "queue")  # remedies in the order they must come
 UNSEPARATED = "TPOT inflated beyond what load explains; link and compute signals cannot separate network from compute"
+
+
+def regime_resource(regime: Regime) -> str:
+    return next(r for r, g in REGIME_OF.items() if g is regime)
 
 
 def _clamp(x: float) -> float:
@@ -59,70 +63,94 @@ def _queue_building(snap: SliceSnapshot, th: Thresholds) -> bool:
     return at_ceiling and snap.requests_waiting > 0 and snap.requests_waiting >= th.queue_leading_ratio * max(snap.requests_running, 1.0)
 
 
-def _threshold(s: LatencyShare, th: Thresholds) -> float:
-    ratio = {
-        "ttft_p50": th.ttft_inflation_ratio,
-        "ttft_p99": th.ttft_tail_inflation_ratio,
-        "tpot_p50": th.tpot_inflation_ratio,
-        "tpot_p99": th.tpot_tail_inflation_ratio,
-    }[s.stat]
-    return (ratio - 1.0) * (s.reference_s or 0.0)
+_EPS = 1e-9  # relative: materiality must not change with the unit of time (float rounding)
 
 
 class _Judge:
-    """Materiality of each statistic and resource, from one attribution."""
+    """Materiality of each statistic and resource, from one attribution.
 
-    def __init__(self, attribution: Attribution, snap: SliceSnapshot, th: Thresholds, tpot_stat: str | None) -> None:
+    Rows: ``(stat, is_tpot, excess, threshold, material, breached, judged, (queue, network, compute))``.
+    The median decides when the window has one: a tail statistic alone never overrules it (a P99
+    TTFT still counts once it breaches the SLO: that is the promise the tier made).
+    """
+
+    def __init__(self, attribution: Attribution, snap: SliceSnapshot, th: Thresholds, tpot_stat: str | None, link_binding: bool) -> None:
         slo = signals.slo_ttft_s(snap, th)
         self.th = th
-        self.shares = attribution.shares
-        self.thr = {s.stat: _threshold(s, th) for s in self.shares}
-        self.breached = {s.stat: s.stat == "ttft_p99" and s.observed_s > slo and s.excess_s > 0 for s in self.shares}
-        self.material = {s.stat: (s.excess_s > 0 and s.excess_s >= self.thr[s.stat]) or self.breached[s.stat] for s in self.shares}
-        stats = {s.stat for s in self.shares}
-        # The median decides when the window has one: a tail statistic alone never overrules it (a P99
-        # TTFT still counts once it breaches the SLO: that is the promise the tier made).
         self.tpot_stat = tpot_stat
-        self.ttft_median = "ttft_p50" in stats
+        self.link_binding = link_binding
+        ratios = {
+            "ttft_p50": th.ttft_inflation_ratio,
+            "ttft_p99": th.ttft_tail_inflation_ratio,
+            "tpot_p50": th.tpot_inflation_ratio,
+            "tpot_p99": th.tpot_tail_inflation_ratio,
+        }
+        shares = attribution.shares
+        ttft_median = any(s.stat == "ttft_p50" for s in shares)
+        rows = []
+        for s in shares:
+            ref = s.reference_s
+            ex = s.observed_s - ref if ref is not None and s.observed_s > ref else 0.0
+            thr = (ratios[s.stat] - 1.0) * (ref or 0.0)
+            is_tpot = s.stat[1] == "p"
+            br = not is_tpot and s.stat == "ttft_p99" and s.observed_s > slo and ex > 0
+            mat = (ex > 0 and ex >= thr * (1.0 - _EPS)) or br
+            judged = s.stat == tpot_stat if is_tpot else (s.stat == "ttft_p50" or br or not ttft_median)
+            rows.append((s.stat, is_tpot, ex, thr, mat, br, judged, (s.queue_s, s.network_s, s.compute_s)))
+        self.rows = rows
+        self.breached = {r[0]: r[5] for r in rows}
 
-    def judged(self, s: LatencyShare) -> bool:
-        if s.stat.startswith("tpot"):
-            return s.stat == self.tpot_stat
-        return s.stat == "ttft_p50" or self.breached[s.stat] or not self.ttft_median
+    def judged_stat(self, stat: str) -> bool:
+        return any(r[0] == stat and r[6] for r in self.rows)
 
-    def binds(self, resource: str) -> bool:
-        for s in self.shares:
-            if not self.judged(s) or (resource == "queue" and s.stat.startswith("tpot")):
+    def binds(self, resource: str, ttft_only: bool = False) -> bool:
+        k = _INDEX[resource]
+        for _stat, is_tpot, ex, thr, _mat, br, judged, secs in self.rows:
+            if not judged or (is_tpot and (k == 0 or ttft_only)):
                 continue
-            sec = s.seconds(resource)
-            if sec > 0 and (sec >= self.thr[s.stat] or (self.breached[s.stat] and sec >= 0.5 * s.excess_s)):
+            sec = secs[1] + secs[2] if k == 1 and is_tpot and self.link_binding else secs[k]  # a full link takes part in any contention
+            if sec > 0 and (sec >= thr * (1.0 - _EPS) or (br and sec >= 0.5 * ex * (1.0 - _EPS))):
                 return True
         return False
 
     def fractions(self) -> dict[str, float]:
-        out = dict.fromkeys(RESOURCES, 0.0)
-        for s in self.shares:
-            if self.material[s.stat] and s.excess_s > 0 and self.judged(s):
-                for r in RESOURCES:
-                    out[r] = max(out[r], s.seconds(r) / s.excess_s)
-        return {r: round(min(1.0, v), 4) for r, v in out.items()}
+        out = [0.0, 0.0, 0.0]
+        for _stat, _tp, ex, _thr, mat, _br, judged, secs in self.rows:
+            if mat and judged and ex > 0:
+                for k in (0, 1, 2):
+                    out[k] = max(out[k], secs[k] / ex)
+        return {r: round(min(1.0, out[k]), 4) for r, k in _INDEX.items()}
 
     def secondary(self, resource: str, fractions: dict[str, float]) -> bool:
-        if fractions[resource] < self.th.secondary_share:
+        if fractions[resource] < self.th.secondary_share * (1.0 - _EPS):
             return False
-        return any(self.material[s.stat] and s.seconds(resource) >= 0.5 * self.thr[s.stat] for s in self.shares if self.judged(s))
+        k = _INDEX[resource]
+        return any(r[4] and r[6] and r[7][k] >= 0.5 * r[3] * (1.0 - _EPS) for r in self.rows)
 
-    def any_material(self, prefix: str) -> bool:
-        return any(self.material[s.stat] for s in self.shares if s.stat.startswith(prefix) and self.judged(s))
+    def any_material(self, tpot: bool) -> bool:
+        return any(r[4] and r[6] for r in self.rows if r[1] is tpot)
 
     def largest(self) -> str | None:
-        best: tuple[float, str] | None = None
-        for s in self.shares:
-            if self.material[s.stat] and self.judged(s):
-                for r in ORDER:
-                    if s.seconds(r) > 0 and (best is None or s.seconds(r) > best[0]):
-                        best = (s.seconds(r), r)
-        return best[1] if best else None
+        best, name = 0.0, None
+        for r in self.rows:
+            if r[4] and r[6]:
+                for res in ORDER:
+                    sec = r[7][_INDEX[res]]
+                    if sec > best:
+                        best, name = sec, res
+        return name
+
+
+_INDEX = {"queue": 0, "network": 1, "compute": 2}
+_REF_FIELDS = (
+    "ref_ttft_p50_s",
+    "ref_ttft_mean_s",
+    "ref_tpot_p50_s",
+    "ref_tpot_mean_s",
+    "ref_output_tokens_per_s",
+    "ref_ttft_p99_s",
+    "ref_tpot_p99_s",
+)
 
 
 def _physics_evidence(ph: Physics, snap: SliceSnapshot) -> list[Evidence]:
@@ -160,7 +188,8 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     compute = signals.compute(snap, th)
     slo = signals.slo_state(snap, th)
 
-    ref_source = "input" if snapshot.reference() is not None else (reference.source if reference is not None else "none")
+    inline = any(getattr(snapshot, f) is not None for f in _REF_FIELDS)
+    ref_source = "input" if inline else (reference.source if reference is not None else "none")
     evidence: list[Evidence] = [
         *ttft.evidence,
         *tpot.evidence,
@@ -175,15 +204,15 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             note=f"reference source: {ref_source}",
         ),
     ]
-    judge = _Judge(attribution, snap, th, ph.tpot_stat)
+    judge = _Judge(attribution, snap, th, ph.tpot_stat, ph.link.binding)
     fractions = judge.fractions()
     attribution = Attribution(attribution.shares, tuple((r, fractions[r]) for r in RESOURCES))
     missing = _missing(ttft, tpot, tokens, link, queue, compute)
 
     has_ttft = any(s.stat.startswith("ttft") for s in attribution.shares)
     has_tpot = judge.tpot_stat is not None
-    ttft_up = judge.any_material("ttft")
-    tpot_up = ph.tpot_contention_s >= ph.tpot_threshold_s > 0
+    ttft_up = judge.any_material(tpot=False)
+    tpot_up = ph.tpot_threshold_s > 0 and ge(ph.tpot_contention_s, ph.tpot_threshold_s)
     regime: Regime
     secondary: list[Regime] = []
     confidence = 0.0
@@ -217,6 +246,17 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             confidence = _healthy_confidence(ph, snap, slo, has_ttft, has_tpot, ttft)
             if ph.link.binding:
                 note = "link at its cap but token delivery holds: utilisation alone is not a bottleneck"
+    p99_breached = any(judge.breached.get(s.stat, False) for s in attribution.shares)
+    if regime is not Regime.UNKNOWN and snap.tpot_p50_s is None:
+        # Judged on the TPOT mean or tail: a median could tell otherwise. A full link starving
+        # delivery while P99 TTFT breaches is the one verdict any median leaves standing.
+        robust = regime is Regime.NETWORK_LIMITED and snap.tpot_mean_s is None and p99_breached and judge.binds("network", ttft_only=True)
+        if not robust:
+            confidence = min(confidence, UNSURE)
+    if regime in (Regime.QUEUE_LIMITED, Regime.HEALTHY) and snap.ttft_p50_s is None and (snap.ttft_mean_s is not None or not p99_breached):
+        confidence = min(confidence, UNSURE)  # TTFT judged without its median: the median could tell otherwise
+    if regime is not Regime.UNKNOWN and _prior_decides(ph, judge, regime, snap, th):
+        confidence = min(confidence, UNSURE)  # against the real reference another verdict might follow
     if note is not None:
         evidence.append(Evidence("verdict", None, note=note))
     if regime is Regime.QUEUE_LIMITED and ph.link.binding and "network" not in binding:
@@ -258,26 +298,75 @@ def _confidence(
     if primary == "network":
         c = 0.6 + (0.1 if tpot_up and tokens.state is True else 0.0) + (0.1 if ttft_up else 0.0)
         c += 0.1 if ph.link.against == "cap" else 0.0
-        return min(c, UNSURE) if not ph.load_known else c
+        return min(c, UNSURE) if not ph.load_known or not has_tpot else c
     if primary == "compute":
         if not ph.link.known:
             return min(UNSURE, 0.35 + 0.1 * min(compute.strong_hits, 2))
         c = 0.55 + 0.1 * min(compute.hits, 3)
-        # Judged against the physical rate, a cap the window did not report could take this share,
-        # unless the reduced GPU share alone explains the TPOT.
-        explained = ph.engine_slowdown >= ph.compute_factor > 1.0
-        if not ph.load_known or (ph.link.against != "cap" and not explained):
+        # Judged against the physical rate, a cap the window did not report could take part of it.
+        if not ph.load_known or ph.link.against != "cap":
             c = min(c, UNSURE)
         return c
     c = (0.6 if has_tpot else 0.45) + (0.1 if ph.link.known else -0.1) + 0.1 * min(queue.hits, 2)
     network_could = ph.tpot_contention_s > 0 and th.first_chunk_tpot_multiple * ph.tpot_contention_s >= 0.5 * max(
-        (s.excess_s for s in judge.shares if s.stat.startswith("ttft")), default=0.0
+        (r[2] for r in judge.rows if not r[1]), default=0.0
     )
-    if not ph.link.known or (ph.link.against != "cap" and network_could):
-        c = min(c, UNSURE)  # a binding link would take this TTFT as first-chunk delivery
+    if not has_tpot or not ph.link.known or (ph.link.against != "cap" and network_could):
+        c = min(c, UNSURE)  # TPOT could show contention; a binding link would take this TTFT as first-chunk delivery
     if refs.ttft_kind == "fallback" and not _robust_ttft(snap, th):
         c = min(c, UNSURE)
     return c
+
+
+def _ambiguous(obs: float | None, ref: float | None, lo: float, hi: float, factor: float, ratio: float) -> bool:
+    """Would the statistic's materiality change for a reference anywhere in ``[ref*lo, ref*hi]``?"""
+    if obs is None or ref is None:
+        return False
+    at_hi = ge(obs - ref * hi * factor, (ratio - 1.0) * ref * hi)
+    at_lo = ge(obs - ref * lo * factor, (ratio - 1.0) * ref * lo)
+    return at_hi != at_lo
+
+
+def _prior_decides(ph: Physics, judge: _Judge, regime: Regime, snap: SliceSnapshot, th: Thresholds) -> bool:
+    """Does the verdict rest on a reference statistic the window lacked? A tail (or median) derived
+    from the other one by a prior is checked across the plausible range of the tail ratio
+    (1 to ``tail_prior_max``); a fallback reference always leaves the verdict unsure."""
+    refs = ph.refs
+    span = th.tail_prior_max
+    if judge.tpot_stat is not None:
+        kind = refs.tpot_tail_kind if judge.tpot_stat == "tpot_p99" else refs.tpot_kind
+        if kind == "fallback":
+            return True
+        if kind == "tail_prior":
+            if judge.tpot_stat == "tpot_p99":
+                obs, ref, lo, hi, ratio = (
+                    snap.tpot_p99_s,
+                    refs.tpot_p99,
+                    1.0 / th.tpot_tail_prior,
+                    span / th.tpot_tail_prior,
+                    th.tpot_tail_inflation_ratio,
+                )
+            else:
+                tpot50 = snap.tpot_p50_s if snap.tpot_p50_s is not None else snap.tpot_mean_s
+                obs, ref, lo, hi, ratio = tpot50, refs.tpot_p50, th.tpot_tail_prior / span, th.tpot_tail_prior, th.tpot_inflation_ratio
+            if _ambiguous(obs, ref, lo, hi, ph.load_factor, ratio):
+                return True
+    if regime in (Regime.QUEUE_LIMITED, Regime.HEALTHY):
+        ttft50 = snap.ttft_p50_s if snap.ttft_p50_s is not None else snap.ttft_mean_s
+        if refs.ttft_kind == "tail_prior" and _ambiguous(
+            ttft50, refs.ttft_p50, th.ttft_tail_prior / span, th.ttft_tail_prior, 1.0, th.ttft_inflation_ratio
+        ):
+            return True
+        p99_judged = judge.judged_stat("ttft_p99")
+        if (
+            p99_judged
+            and refs.ttft_tail_kind == "tail_prior"
+            and _ambiguous(
+                snap.ttft_p99_s, refs.ttft_p99, 1.0 / th.ttft_tail_prior, span / th.ttft_tail_prior, 1.0, th.ttft_tail_inflation_ratio
+            )
+        ):
+            return True
+    return False
 
 
 def _robust_ttft(snap: SliceSnapshot, th: Thresholds) -> bool:

@@ -23,6 +23,7 @@ class Thresholds:
     tpot_tail_inflation_ratio: float = 2.0  # P99 against the reference's P99: tails are noisier than medians (26-38 vs 24-27 ms)
     ttft_tail_prior: float = 2.5  # reference P99/median TTFT when only the median is known: unloaded tails sit ~2-3x above it
     tpot_tail_prior: float = 1.4  # reference P99/median TPOT when only the median is known: brief 26-38 ms over 24-27 ms
+    tail_prior_max: float = 3.0  # the widest P99/median ratio a healthy reference shows; a verdict that flips inside 1-3x is unsure
     fallback_ttft_ref_slo_fraction: float = 0.2  # no TTFT reference: the brief's unloaded P99 TTFT ~0.1 s under a 0.5 s SLO
     fallback_tpot_s: float = 0.1  # no reference and no TPOT SLO: unconstrained P99 TPOT 26-38 ms, throttled 150-280 ms
 
@@ -38,7 +39,9 @@ class Thresholds:
 
     # -- load: decode TPOT = a / (1 - rate / saturation) -----------------------------------------
     decode_reference_utilization: float = 0.5  # prior: the reference runs at half the decode saturation rate (learned when it can be)
-    decode_saturation_cap: float = 0.95  # the model's pole: past 95 % of saturation load explains at most ~10x the reference
+    # Load is never credited with more than doubling TPOT: the brief's queueing tiers kept TPOT near its
+    # low-load value (the router holds excess requests back, batches stay small), so beyond that it is contention.
+    load_factor_max: float = 2.0
 
     # -- overlapping regimes ----------------------------------------------------------------------
     secondary_share: float = 0.25  # a resource explaining a quarter of a material excess is reported as a secondary regime

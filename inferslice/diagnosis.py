@@ -78,7 +78,8 @@ class LatencyShare:
         return max(0.0, self.observed_s - self.reference_s) if self.reference_s is not None else 0.0
 
     def seconds(self, resource: str) -> float:
-        return {"queue": self.queue_s, "network": self.network_s, "compute": self.compute_s}[resource]
+        value: float = getattr(self, resource + "_s")
+        return value
 
     def to_dict(self) -> dict[str, Any]:
         return {

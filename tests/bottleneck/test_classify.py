@@ -169,7 +169,7 @@ def test_healthy_at_low_load() -> None:
     # Without a TTFT reference a healthy verdict stays below the confident bar (issue 9: a reference the
     # window lacks could show an inflation, so removing it must not leave a confident verdict behind).
     assert d.confidence < 0.6
-    sure = classify(dataclasses.replace(s, ref_ttft_p50_s=0.05))
+    sure = classify(dataclasses.replace(s, ref_ttft_p50_s=0.05, ttft_p50_s=0.05))
     assert sure.regime is Regime.HEALTHY and sure.confidence >= 0.8
 
 
