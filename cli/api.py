@@ -6,7 +6,7 @@ directly (``--source embedded``, no Prometheus needed) and classifies it.
 
 Mutating endpoints need a bearer token, read from ``--token-file FILE`` or else the environment
 variable ``INFERSLICE_API_TOKEN``; without either the API starts read-only (mutations answer 401).
-The token is never logged.
+The token is never logged. The operator console is at ``/console`` (docs/console.md).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from fastapi import Depends
 
     from inferslice.service.app import api_app
+    from inferslice.service.console.links import PrometheusLinks, PrometheusLinkSettings
     from inferslice.service.control_api import mount_control
     from inferslice.service.control_audit import AuditLog
     from inferslice.service.diagnosis import DiagnosisService
@@ -62,9 +63,12 @@ def run(args: argparse.Namespace) -> int:
     loop: DiagnosisLoop | None = None
     try:
         service = DiagnosisService(store, topology, clock=time.time)
-        app = api_app(service, token=token)
+        # The console's WAN rates and RTTs come from Prometheus whenever the API reads it anyway.
+        links = PrometheusLinks(PrometheusLinkSettings(base_url=args.prometheus_url)) if args.source == "prometheus" else None
+        app = api_app(service, token=token, console_links=links)
         if control_audit is not None:  # the controller's actions, approvals and rejections
             mount_control(app, control_audit, [Depends(BearerAuth(token))], time.time)
+            app.state.control_audit = control_audit  # the console's pending actions and timeline read it
         if args.source != "none":
             targets = tuple(t.strip() for t in args.targets.split(",") if t.strip())
             settings = SourceSettings(args.source, args.prometheus_url, targets, args.perspective, args.window_s)

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from inferslice.errors import InferSliceError
 from inferslice.service.console.links import LinkTelemetry, NoLinkTelemetry, Samples
-from inferslice.service.console.view import ConsoleSettings, console_state, controller_block, history_point
+from inferslice.service.console.view import JUDGED, ConsoleSettings, TierHistory, console_state, controller_block, history_point
 from inferslice.topology import Topology
 
 
@@ -44,6 +44,22 @@ class _TierCache:
         self.snapshot: dict[str, Any] | None = None
         self.diagnosis: dict[str, Any] | None = None
         self.last_ts: float | None = None
+        self.judged = 0  # of the points held: SLO state known, and breached (the burn rate, without rescans)
+        self.breached = 0
+
+    def append(self, point: dict[str, Any]) -> None:
+        if len(self.points) == self.points.maxlen:
+            self._count(self.points[0], -1)
+        self.points.append(point)
+        self._count(point, 1)
+
+    def drop_before(self, horizon_s: float) -> None:
+        while self.points and self.points[0]["ts"] < horizon_s:
+            self._count(self.points.popleft(), -1)
+
+    def _count(self, point: dict[str, Any], sign: int) -> None:
+        self.judged += sign * (point.get("slo") in JUDGED)
+        self.breached += sign * (point.get("slo") == "breached")
 
 
 class ConsoleFeed:
@@ -78,13 +94,11 @@ class ConsoleFeed:
         for diag in diagnoses:
             ts = float(diag["ts"])
             snap = snapshots.get(ts)
-            cache.points.append(history_point(snap, diag, ts))
+            cache.append(history_point(snap, diag, ts))
             cache.diagnosis = diag
             cache.snapshot = snap if snap is not None else cache.snapshot
             cache.last_ts = ts
-        horizon = now - self.settings.history_s
-        while cache.points and cache.points[0]["ts"] < horizon:
-            cache.points.popleft()
+        cache.drop_before(now - self.settings.history_s)
 
     def state(self, since_s: float | None = None) -> dict[str, Any]:
         """The page's document; ``since_s`` (the newest window the page holds) trims the history sent."""
@@ -94,7 +108,8 @@ class ConsoleFeed:
                 self._refresh_tier(name, cache, now)
             snapshots = {n: c.snapshot for n, c in self._tiers.items()}
             diagnoses = {n: c.diagnosis for n, c in self._tiers.items()}
-            history = {n: list(c.points) for n, c in self._tiers.items()}
+            # a tuple copy of each deque: cheap (pointers), and safe once the lock is released
+            history = {n: TierHistory(tuple(c.points), c.judged, c.breached) for n, c in self._tiers.items()}
         controller = controller_block(
             self.actions(self.settings.timeline_actions), self.store.alerts(limit=200), now, self.settings.timeline_actions
         )

@@ -86,13 +86,39 @@ def history_point(snapshot: Mapping[str, Any] | None, diagnosis: Mapping[str, An
     }
 
 
-def burn_rate(points: Sequence[Mapping[str, Any]], attainment_objective: float) -> float | None:
-    """Share of windows in breach over the error budget: 1.0 spends the budget exactly on time."""
-    judged = [p for p in points if p.get("slo") in ("met", "at_risk", "breached")]
-    if not judged:
+JUDGED: frozenset[str] = frozenset({"met", "at_risk", "breached"})  # windows whose SLO state is known
+
+
+@dataclass(frozen=True)
+class TierHistory:
+    """A tier's recent windows, oldest first, with how many were judged and how many breached
+    (kept by the caller as windows come and go, so a poll never rescans the history)."""
+
+    points: Sequence[Mapping[str, Any]] = ()
+    judged: int = 0
+    breached: int = 0
+
+    @classmethod
+    def of(cls, points: Sequence[Mapping[str, Any]]) -> TierHistory:
+        return cls(points, sum(1 for p in points if p.get("slo") in JUDGED), sum(1 for p in points if p.get("slo") == "breached"))
+
+    def after(self, since_s: float | None) -> list[Mapping[str, Any]]:
+        """The windows newer than ``since_s``, found from the newest end (a live update has one or two)."""
+        if since_s is None:
+            return list(self.points)
+        out: list[Mapping[str, Any]] = []
+        for p in reversed(self.points):
+            if p["ts"] <= since_s:
+                break
+            out.append(p)
+        return out[::-1]
+
+
+def burn_rate(judged: int, breached: int, attainment_objective: float) -> float | None:
+    """Share of judged windows in breach over the error budget: 1.0 spends the budget exactly on time."""
+    if judged <= 0:
         return None
-    breached = sum(1 for p in judged if p.get("slo") == "breached")
-    return (breached / len(judged)) / max(1e-9, 1.0 - attainment_objective)
+    return (breached / judged) / max(1e-9, 1.0 - attainment_objective)
 
 
 def _evidence(e: Mapping[str, Any]) -> dict[str, Any]:
@@ -114,7 +140,7 @@ def tier_block(
     tier: Tier,
     snapshot: Mapping[str, Any] | None,
     diagnosis: Mapping[str, Any] | None,
-    points: Sequence[Mapping[str, Any]],
+    history: TierHistory,
     now_s: float,
     stale_after_s: float,
 ) -> dict[str, Any]:
@@ -124,7 +150,7 @@ def tier_block(
     age = None if last_ts is None else max(0.0, now_s - last_ts)
     replicas = _num(snap.get("replicas"))
     cap = _num(snap.get("link_cap_bps"))
-    last = points[-1] if points else None
+    last = history.points[-1] if history.points else None
     return {
         "name": tier.name,
         "title": tier.label,
@@ -146,7 +172,7 @@ def tier_block(
         "tpot_p99_s": _num(snap.get("tpot_p99_s")),
         "requests_waiting": _num(snap.get("requests_waiting")),
         "goodput_rps": last.get("goodput_rps") if last else None,
-        "burn_rate": burn_rate(points, tier.attainment_objective),
+        "burn_rate": burn_rate(history.judged, history.breached, tier.attainment_objective),
         "diagnosis": None
         if not diag
         else {
@@ -254,7 +280,7 @@ def console_state(
     topology: Topology,
     snapshots: Mapping[str, Mapping[str, Any] | None],
     diagnoses: Mapping[str, Mapping[str, Any] | None],
-    history: Mapping[str, Sequence[Mapping[str, Any]]],
+    history: Mapping[str, TierHistory],
     controller: Mapping[str, Any],
     links: Mapping[frozenset[str], LinkSample],
     sources: Sequence[Mapping[str, Any]],
@@ -266,9 +292,9 @@ def console_state(
     stale_after = settings.stale_after_scrapes * topology.timing.scrape_interval_s
     tiers = []
     for tier in topology.tiers:
-        points = history.get(tier.name, ())
-        block = tier_block(tier, snapshots.get(tier.name), diagnoses.get(tier.name), points, now_s, stale_after)
-        block["history"] = [p for p in points if since_s is None or p["ts"] > since_s]
+        windows = history.get(tier.name, TierHistory())
+        block = tier_block(tier, snapshots.get(tier.name), diagnoses.get(tier.name), windows, now_s, stale_after)
+        block["history"] = windows.after(since_s)
         tiers.append(block)
     return {
         "now_s": now_s,

@@ -14,13 +14,17 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import Depends
 
 from inferslice.bench.cdp import Browser, chromium_path
 from inferslice.service.app import create_app
 from inferslice.service.console.server import ThreadedServer
+from inferslice.service.control_api import mount_control
+from inferslice.service.control_audit import AuditLog
+from inferslice.service.http import BearerAuth
 from inferslice.service.store import Store
 
-from .session import Clock, load_session, recorded_links, session_topology
+from .session import Clock, load_session, recorded_links, session, session_topology
 
 pytestmark = pytest.mark.skipif(chromium_path() is None, reason="Debian chromium not installed (make apt installs it)")
 
@@ -40,8 +44,9 @@ class Api:
         self.topology = session_topology()
         self.clock = Clock(0.0)
         self.db = db
+        self.audit = AuditLog(db.with_name("control.db"))  # the controller's audit log, as `inferslice api --control-db`
         store = Store(db)
-        self.last_window_s = load_session(create_app(store, self.topology, clock=self.clock).state.service, store)
+        self.last_window_s = load_session(create_app(store, self.topology, clock=self.clock).state.service, store, self.audit)
         store.close()
         self.clock.t = self.last_window_s + 1.0
         self.stores: list[Store] = []
@@ -50,12 +55,16 @@ class Api:
     def _make_app(self) -> Any:
         store = Store(self.db)  # a restart opens the database afresh, as `inferslice api` does
         self.stores.append(store)
-        return create_app(store, self.topology, clock=self.clock, token=TOKEN, console_links=recorded_links())
+        app = create_app(store, self.topology, clock=self.clock, token=TOKEN, console_links=recorded_links())
+        mount_control(app, self.audit, [Depends(BearerAuth(TOKEN))], self.clock)
+        app.state.control_audit = self.audit  # the console reads the controller's actions from it
+        return app
 
     def close(self) -> None:
         self.server.stop()
         for s in self.stores:
             s.close()
+        self.audit.close()
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +131,41 @@ def test_topology_renders_every_pop_and_link_and_each_tier_its_regime_and_attrib
             assert f"{queue_ms:.0f}" in page["attribution"][name].replace(" ", "") or f"{queue_ms / 1000:.2f}" in page["attribution"][name]
     assert page["charts"] == 6  # attribution over time and latency vs SLO, per tier
     assert not [m for m in page["console"] if m.startswith("EXCEPTION")]
+
+
+def test_approving_needs_the_token_and_changes_the_action_through_the_api(api: Api, artefacts: Path) -> None:
+    pending = [a["action"]["id"] for a in session()["actions"] if a["outcome"] == "pending"]
+
+    async def go() -> dict[str, Any]:
+        b, _ = await _open(api.server.url)
+        try:
+            row = f"#pending-table tr[data-action='{pending[0]}']"
+            await b.wait_for(f'document.querySelector("{row}") !== null')
+            await b.eval(f'document.querySelector("{row} button.approve").click()')
+            await b.wait_for("document.querySelector('#ctl-msg').classList.contains('error')")
+            no_token = await b.eval("document.querySelector('#ctl-msg').innerText")
+            await b.screenshot(artefacts / "02-approve-without-token.png")
+            await b.eval(
+                f"(() => {{ const t = document.querySelector('#token'); t.value = '{TOKEN}'; t.dispatchEvent(new Event('input')); "
+                f'document.querySelector("{row} button.approve").click(); }})()'
+            )
+            await b.wait_for("document.querySelector('#ctl-msg').classList.contains('ok')")
+            ok = await b.eval("document.querySelector('#ctl-msg').innerText")
+            await b.wait_for(f"document.querySelector(\"#pending-table tr[data-action='{pending[0]}']\") === null")
+            await b.screenshot(artefacts / "03-approved.png")
+            return {"no_token": no_token, "ok": ok}
+        finally:
+            await b.__aexit__(None, None, None)
+
+    with httpx.Client(base_url=api.server.url) as c:
+        before = {a["id"]: a for a in c.get("/v1/actions", params={"state": "pending"}).json()}
+        assert pending[0] in before
+        page = run(go())
+        after = {a["id"]: a for a in c.get("/v1/actions").json() if a.get("id")}
+    assert "Not authorised (401)" in page["no_token"]
+    assert "Approved" in page["ok"]
+    assert after[pending[0]]["state"] != "pending"
+    assert after[pending[1]]["state"] == "pending"  # the other one untouched
 
 
 def test_stale_data_and_a_restarting_api_are_flagged(api: Api, artefacts: Path) -> None:

@@ -63,6 +63,11 @@ def test_a_poll_reads_only_the_windows_the_feed_lacks(tmp_path: Path) -> None:
     free = next(t for t in update["tiers"] if t["name"] == "free")
     assert [p["ts"] for p in free["history"]] == [last + 2.0]
     assert counting.rows == 2  # that window's diagnosis and snapshot
+    # the burn rate kept incrementally equals one counted afresh over all the windows held
+    points = next(t for t in first["tiers"] if t["name"] == "free")["history"] + free["history"]
+    judged = [p for p in points if p["slo"] in ("met", "at_risk", "breached")]
+    expected = sum(p["slo"] == "breached" for p in judged) / len(judged) / (1 - 0.95)
+    assert free["burn_rate"] is not None and abs(free["burn_rate"] - expected) < 1e-9
     store.close()
 
 

@@ -6,6 +6,7 @@ from inferslice.service.console.links import samples_from_vectors
 from inferslice.service.console.view import (
     ConsoleSettings,
     LinkSample,
+    TierHistory,
     burn_rate,
     console_state,
     controller_block,
@@ -41,8 +42,10 @@ def test_goodput_counts_a_window_only_when_it_met_the_slo() -> None:
 
 def test_burn_rate_is_breached_share_over_the_error_budget() -> None:
     points = [{"slo": "breached"}] + [{"slo": "met"}] * 9 + [{"slo": "unknown"}] * 5  # unknown windows are not judged
-    assert abs((burn_rate(points, 0.95) or 0.0) - 0.1 / 0.05) < 1e-9
-    assert burn_rate([{"slo": "unknown"}], 0.99) is None
+    h = TierHistory.of(points)
+    assert (h.judged, h.breached) == (10, 1)
+    assert abs((burn_rate(h.judged, h.breached, 0.95) or 0.0) - 0.1 / 0.05) < 1e-9
+    assert burn_rate(0, 0, 0.99) is None
 
 
 def _state(now: float, diag_ts: float | None, snapshot: dict[str, object] | None = None) -> dict[str, object]:
@@ -51,7 +54,7 @@ def _state(now: float, diag_ts: float | None, snapshot: dict[str, object] | None
         TOPO,
         {"free": snapshot},
         diagnoses,
-        {"free": [history_point(snapshot, _diag("met", diag_ts or 0.0), diag_ts or 0.0)]} if diag_ts is not None else {},
+        {"free": TierHistory.of([history_point(snapshot, _diag("met", diag_ts or 0.0), diag_ts or 0.0)])} if diag_ts is not None else {},
         {"pending": [], "timeline": [], "alerts": []},
         {frozenset(("bristol", "london")): LinkSample(rate_bps=2e6, rtt_s=0.0095)},
         [],
@@ -98,7 +101,7 @@ def test_history_is_trimmed_to_what_the_page_lacks() -> None:
         TOPO,
         {},
         {"free": _diag("met", 5.0)},
-        {"free": [history_point({}, _diag("met", t), t) for t in (1.0, 3.0, 5.0)]},
+        {"free": TierHistory.of([history_point({}, _diag("met", t), t) for t in (1.0, 3.0, 5.0)])},
         {"pending": [], "timeline": [], "alerts": []},
         {},
         [],
