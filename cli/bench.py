@@ -7,6 +7,7 @@
                                                                     (root: runs on the testbed, ~5 min)
     inferslice bench diagnosis --rescore [--set NAME=VALUE]        (replay a finished run's windows, seconds)
     inferslice bench control [--out DIR] [--seeds 1,2,3] [--scenarios ...] [--policies ...]   (model, ~30 s)
+    inferslice bench console [--out DIR] [--no-browser]                (API cost of a live update, page load in chromium)
     inferslice bench all --out DIR                                  (each as DIR/<name>.json + DIR/summary.md)
 
 Each prints a markdown summary; ``--json FILE`` (``-`` for stdout) also writes the raw result.
@@ -132,6 +133,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from inferslice.bench import control as control_bench  # here: only `bench control` pays for the controller's imports
 
     control_bench.add_arguments(p)
+    text = "the operator console at 10 tiers x 20 PoPs: API cost of a live update, page load in chromium"
+    p = sub.add_parser("console", help=text, description=text)
+    from inferslice.bench import console as console_bench
+
+    console_bench.add_arguments(p)
     p = sub.add_parser("all", help="every benchmark; JSON + markdown into --out", description="every benchmark")
     p.add_argument("--out", required=True, help="directory for <name>.json and summary.md")
     p.add_argument("--only", default=",".join(NAMES), help=f"comma-separated subset of {','.join(NAMES)}")
@@ -184,6 +190,10 @@ def run(args: argparse.Namespace) -> int:
         from inferslice.bench import control as control_bench
 
         return control_bench.run(args)
+    if args.bench == "console":  # writes console.json and console.md into --out
+        from inferslice.bench import console as console_bench
+
+        return console_bench.run(args)
     if args.bench != "all":
         result, summary = _run_one(args.bench, args)
         if args.json == "-":
