@@ -33,6 +33,7 @@ GPU_UTILIZATION = "inferslice_gpu_utilization_ratio"  # {pop,gpu}
 GPU_MEMORY_USED = "inferslice_gpu_memory_used_bytes"  # {pop,gpu}
 GPU_MEMORY_TOTAL = "inferslice_gpu_memory_total_bytes"
 GPU_POWER = "inferslice_gpu_power_watts"
+GPU_ENERGY = "inferslice_gpu_energy_joules_total"  # {slice}: NVML energy split over the slices' processes ("unattributed": none)
 GPU_ALLOCATED_FRACTION = "inferslice_gpu_allocated_fraction"  # {slice,pop,replica,gpu}
 SLICE_GPU_QUOTA = "inferslice_slice_gpu_quota"  # {slice} in GPUs
 SLICE_GPU_MEMORY_USED = "inferslice_slice_gpu_memory_used_bytes"  # {slice}

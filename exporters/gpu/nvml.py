@@ -6,7 +6,16 @@ source reports itself down, which is exactly the "no NVML" path. ``python -m inf
 real path on a machine that has one.
 
 NVML units: utilisation in percent (exported as a 0-1 ratio), memory in bytes, power in mW
-(exported in watts). A process's ``usedGpuMemory`` may be None (not permitted / MIG): skipped.
+(exported in watts), energy in mJ since the driver loaded (exported in joules). A process's
+``usedGpuMemory`` may be None (not permitted / MIG): skipped.
+
+Energy per slice (``inferslice_gpu_energy_joules_total{slice}``, the paper's open question on
+energy per tier): each scrape, a GPU's energy increase since the previous scrape is split over the
+slices whose processes run on it, in proportion to their SM utilisation samples
+(``nvmlDeviceGetProcessUtilization``) when the board reports them, else to their GPU memory (with
+fractional shares each replica's memory is its allocation, so that split is by share). Energy of a
+GPU without slice processes counts as ``unattributed``. The first scrape only sets the baseline; a
+counter that went backwards (driver reload) re-baselines.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from inferslice import metric_names as mn
 from inferslice.errors import SourceUnavailable
@@ -34,6 +43,13 @@ def load_pynvml() -> ModuleType | None:
     return module
 
 
+def _optional(read: Callable[[Any], Any], handle: Any, errors: tuple[type[BaseException], ...]) -> Any:
+    try:
+        return read(handle)
+    except errors:
+        return None
+
+
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
@@ -48,6 +64,9 @@ class NvmlSource:
         self._slice_of_pid = slice_of_pid or (lambda _pid: None)
         self._lock = threading.Lock()
         self._initialised = False
+        self._energy_mj: dict[int, float] = {}  # GPU index -> NVML energy counter at the last scrape
+        self._energy_j: dict[str, float] = {}  # slice -> joules attributed so far
+        self._util_ts: dict[int, int] = {}  # GPU index -> timestamp of the newest process sample seen
 
     def _error_types(self) -> tuple[type[BaseException], ...]:
         err = getattr(self._nvml, "NVMLError", None)
@@ -85,6 +104,8 @@ class NvmlSource:
         total = GaugeMetricFamily(mn.GPU_MEMORY_TOTAL, "GPU memory in bytes", labels=labels)
         power = GaugeMetricFamily(mn.GPU_POWER, "GPU power draw in watts", labels=labels)
         per_slice: dict[str, float] = {}
+        energy = CounterMetricFamily(mn.GPU_ENERGY.removesuffix("_total"), "GPU energy attributed to the slice in joules (NVML)",
+                                     labels=["slice"])
         for i in range(int(nv.nvmlDeviceGetCount())):
             handle = nv.nvmlDeviceGetHandleByIndex(i)
             gpu = [self._pop, str(i)]
@@ -96,6 +117,7 @@ class NvmlSource:
                 power.add_metric(gpu, float(nv.nvmlDeviceGetPowerUsage(handle)) / 1000.0)
             except nv.NVMLError_NotSupported:  # some boards expose no power sensor
                 pass
+            mem_by_slice: dict[str, float] = {}
             for proc in nv.nvmlDeviceGetComputeRunningProcesses(handle):
                 mem_bytes = getattr(proc, "usedGpuMemory", None)
                 if mem_bytes is None:
@@ -103,10 +125,54 @@ class NvmlSource:
                 slice_ = self._slice_of_pid(int(proc.pid))
                 if slice_ is not None:
                     per_slice[slice_] = per_slice.get(slice_, 0.0) + float(mem_bytes)
+                    mem_by_slice[slice_] = mem_by_slice.get(slice_, 0.0) + float(mem_bytes)
+            self._attribute_energy(i, handle, mem_by_slice)
         slice_mem = GaugeMetricFamily(mn.SLICE_GPU_MEMORY_USED, "GPU memory used by the slice's processes in bytes", labels=["slice"])
         for s, v in sorted(per_slice.items()):
             slice_mem.add_metric([s], v)
-        return [util, used, total, power, slice_mem]
+        for s, j in sorted(self._energy_j.items()):
+            energy.add_metric([s], j)
+        return [util, used, total, power, slice_mem, energy]
+
+    def _sm_by_slice(self, i: int, handle: Any) -> dict[str, float]:
+        """Per-slice sum of the SM utilisation samples NVML kept since the last scrape ({} if unsupported)."""
+        nv = self._nvml
+        get = getattr(nv, "nvmlDeviceGetProcessUtilization", None)
+        if get is None:
+            return {}
+        try:
+            samples = get(handle, self._util_ts.get(i, 0))
+        except self._error_types():  # NotSupported on many boards, NotFound when no sample is new
+            return {}
+        out: dict[str, float] = {}
+        for smp in samples or ():
+            self._util_ts[i] = max(self._util_ts.get(i, 0), int(getattr(smp, "timeStamp", 0)))
+            slice_ = self._slice_of_pid(int(smp.pid))
+            if slice_ is not None:
+                out[slice_] = out.get(slice_, 0.0) + float(getattr(smp, "smUtil", 0))
+        return out
+
+    def _attribute_energy(self, i: int, handle: Any, mem_by_slice: dict[str, float]) -> None:
+        read = getattr(self._nvml, "nvmlDeviceGetTotalEnergyConsumption", None)
+        if read is None:
+            return
+        try:
+            now_mj = float(read(handle))
+        except self._error_types():  # boards before Volta have no energy counter
+            return
+        last = self._energy_mj.get(i)
+        self._energy_mj[i] = now_mj
+        sm = self._sm_by_slice(i, handle)
+        if last is None or now_mj < last:
+            return  # baseline (first scrape, or the counter restarted with the driver)
+        joules = (now_mj - last) / 1000.0
+        weights = {k: v for k, v in (sm or mem_by_slice).items() if v > 0}
+        total = sum(weights.values())
+        if total <= 0:
+            self._energy_j["unattributed"] = self._energy_j.get("unattributed", 0.0) + joules
+            return
+        for slice_, w in weights.items():
+            self._energy_j[slice_] = self._energy_j.get(slice_, 0.0) + joules * w / total
 
     def devices(self) -> list[dict[str, Any]]:
         """What NVML reports per device (for inferslice.bench.nvml_probe); raises NVMLError as NVML does."""
@@ -129,5 +195,6 @@ class NvmlSource:
                 "memory_total_bytes": mem.total,
                 "power_mw": nv.nvmlDeviceGetPowerUsage(h),
                 "processes": [(p.pid, p.usedGpuMemory) for p in nv.nvmlDeviceGetComputeRunningProcesses(h)],
+                "energy_mj": _optional(nv.nvmlDeviceGetTotalEnergyConsumption, h, self._error_types()),
             })
         return out
