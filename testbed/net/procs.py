@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from inferslice.common.processes import Arg, absolute, resolve_argv
+
 NETNS_DIR = Path("/run/netns")
 STOP_GRACE_S = 3.0  # TERM, then KILL: long enough for an HTTP server to close its sockets
 
@@ -68,16 +70,20 @@ def _alive(pid: int) -> bool:
 
 def spawn(
     name: str,
-    argv: Sequence[str],
+    argv: Sequence[Arg],
     state_dir: Path,
     netns: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> int:
-    """Start ``argv`` (inside ``netns`` if given) in its own session; return its PID."""
+    """Start ``argv`` (inside ``netns`` if given) in its own session; return its PID.
+
+    Path arguments are made absolute first (``common.processes.resolve_argv``), like every child's.
+    """
+    state_dir = absolute(state_dir)
     logs_dir(state_dir).mkdir(parents=True, exist_ok=True)
     pids_dir(state_dir).mkdir(parents=True, exist_ok=True)
     # `ip netns exec` execs the command after setns, so the PID we get is the service's own.
-    full = ["ip", "netns", "exec", netns, *argv] if netns else list(argv)
+    full = ["ip", "netns", "exec", netns, *resolve_argv(argv)] if netns else resolve_argv(argv)
     with open(log_path(state_dir, name), "ab") as log:
         proc = subprocess.Popen(
             full,
