@@ -10,30 +10,17 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from inferslice.common.files import atomic_write_text
 from inferslice.errors import RetryableError
 
 log = logging.getLogger(__name__)
 
 PodLister = Callable[[str], dict[str, Any]]  # node name -> a v1 PodList document
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def kubernetes_lister(api_client: Any = None) -> PodLister:
@@ -61,7 +48,7 @@ def kubernetes_lister(api_client: Any = None) -> PodLister:
 def sync_once(lister: PodLister, node: str, out: Path) -> int:
     doc = lister(node)
     items = doc.get("items", [])
-    write_atomic(out, json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    atomic_write_text(out, json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
     return len(items)
 
 

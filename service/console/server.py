@@ -7,7 +7,6 @@ port, as an API restart looks to an open page.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,19 +15,14 @@ from contextlib import contextmanager
 import uvicorn
 from fastapi import FastAPI
 
+from inferslice.common.ports import free_port
 from inferslice.errors import SourceUnavailable
-
-
-def free_loopback_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class ThreadedServer:
     def __init__(self, make_app: Callable[[], FastAPI], port: int | None = None, start_timeout_s: float = 20.0) -> None:
         self.make_app = make_app  # called at each start: a restart builds the app afresh, as a new process would
-        self.port = port or free_loopback_port()
+        self.port = port or free_port()
         self.start_timeout_s = start_timeout_s
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None

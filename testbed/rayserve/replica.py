@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 
+from inferslice.common.ports import free_port
 from inferslice.testbed.engine.driver import EngineDriver
 from inferslice.testbed.engine.model import EngineConfig, EngineModel
 from inferslice.testbed.engine.server import ReplicaServer
@@ -37,11 +37,6 @@ MIRRORED = frozenset({
     "vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds",
 })
 
-
-def _free_loopback_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class EngineReplica:
@@ -60,7 +55,7 @@ class EngineReplica:
         await asyncio.sleep(cold_start_s)
         self.model.add_replica(self.replica_id, ("ray", 0), now_s=self.driver.now(), cold_start_s=0.0)
         self.server = ReplicaServer(self.driver, self.replica_id, model_name)
-        self.port = _free_loopback_port()
+        self.port = free_port()
         await self.server.start("127.0.0.1", self.port)
         self.base = f"http://127.0.0.1:{self.port}"
         self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None), auto_decompress=False)

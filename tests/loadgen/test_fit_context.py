@@ -4,7 +4,6 @@ prompts from /tokenize, and errors grouped by status and normalised message."""
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from inferslice.common.ports import free_port
 from inferslice.errors import ConfigError
 from inferslice.records import RequestRecord
 from inferslice.testbed.engine.host import EngineHost
@@ -106,18 +106,13 @@ def _tokenizer_app(costs: dict[str, int], template: int) -> web.Application:
     return app
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 @pytest.fixture
 async def tokenizer_server() -> AsyncIterator[tuple[str, dict[str, int]]]:
     costs = {w: 1 + (i % 3) for i, w in enumerate(WORDS)}
     runner = web.AppRunner(_tokenizer_app(costs, template=14))
     await runner.setup()
-    port = _free_port()
+    port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     try:
         yield f"http://127.0.0.1:{port}", costs
@@ -133,7 +128,7 @@ async def test_word_costs_measured_with_tokenize(tokenizer_server: tuple[str, di
         assert dict(costs.first) == truth and dict(costs.rest) == truth
         plain = await fetch_token_costs(s, url, "tiny", "completions", WORDS)
         assert plain.template_tokens == 0
-        none = await fetch_token_costs(s, url.replace(str(url.rsplit(":", 1)[1]), str(_free_port())), "tiny", "chat", WORDS)
+        none = await fetch_token_costs(s, url.replace(str(url.rsplit(":", 1)[1]), str(free_port())), "tiny", "chat", WORDS)
     assert none.source == "rule" and none.template_tokens == FALLBACK_TEMPLATE_TOKENS
 
 
@@ -141,8 +136,8 @@ async def test_word_costs_measured_with_tokenize(tokenizer_server: tuple[str, di
 async def small_context_replica() -> AsyncIterator[str]:
     top = load_topology().model_copy(update={"model": "tiny"})
     host = EngineHost(top, "bristol", seed=2, engine_defaults=EngineConfig(max_model_len=300))
-    await host.start("127.0.0.1", _free_port())
-    port = _free_port()
+    await host.start("127.0.0.1", free_port())
+    port = free_port()
     await host.add_replica("free-0", "free", 0, 0.5, "127.0.0.1", port, cold_start_s=0.0)
     try:
         yield f"http://127.0.0.1:{port}"
