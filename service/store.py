@@ -138,12 +138,7 @@ class Store:
         self, slice_name: str, since_s: float | None = None, until_s: float | None = None, limit: int = 1000
     ) -> list[dict[str, Any]]:
         """Stored windows of one slice as dicts with their ``ts``, oldest first, within [since_s, until_s]."""
-        rows = self._query(
-            "SELECT ts, body FROM (SELECT id, ts, body FROM snapshots WHERE slice = ? AND ts >= ? AND ts <= ? "
-            "ORDER BY ts DESC, id DESC LIMIT ?) ORDER BY ts, id",
-            (slice_name, since_s if since_s is not None else float("-inf"), until_s if until_s is not None else float("inf"), limit),
-        )
-        return [{"ts": r[0], **json.loads(r[1])} for r in rows]
+        return [{"ts": ts, **json.loads(body)} for ts, body in self._newest("snapshots", slice_name, since_s, until_s, limit)]
 
     def latest_diagnosis(self, slice_name: str) -> dict[str, Any] | None:
         rows = self._query("SELECT body FROM diagnoses WHERE slice = ? ORDER BY ts DESC, id DESC LIMIT 1", (slice_name,))
@@ -161,12 +156,18 @@ class Store:
         self, slice_name: str, since_s: float | None = None, until_s: float | None = None, limit: int = 1000
     ) -> list[dict[str, Any]]:
         """History of one slice, oldest first, within [since_s, until_s]."""
-        rows = self._query(
-            "SELECT body FROM (SELECT id, ts, body FROM diagnoses WHERE slice = ? AND ts >= ? AND ts <= ? "
+        return [dict(json.loads(body)) for _, body in self._newest("diagnoses", slice_name, since_s, until_s, limit)]
+
+    def _newest(
+        self, table: str, slice_name: str, since_s: float | None, until_s: float | None, limit: int
+    ) -> list[tuple[Any, ...]]:
+        """(ts, body) of the newest ``limit`` rows of ``table`` in [since_s, until_s], returned oldest first."""
+        assert table in ("snapshots", "diagnoses")  # a literal of ours, never input: safe to format into the SQL
+        return self._query(
+            f"SELECT ts, body FROM (SELECT id, ts, body FROM {table} WHERE slice = ? AND ts >= ? AND ts <= ? "
             "ORDER BY ts DESC, id DESC LIMIT ?) ORDER BY ts, id",
             (slice_name, since_s if since_s is not None else float("-inf"), until_s if until_s is not None else float("inf"), limit),
         )
-        return [dict(json.loads(r[0])) for r in rows]
 
     # -- references --------------------------------------------------------------------------
     def reference(self, slice_name: str) -> Reference | None:
