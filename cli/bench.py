@@ -8,6 +8,7 @@
     inferslice bench diagnosis --rescore [--set NAME=VALUE]        (replay a finished run's windows, seconds)
     inferslice bench control [--out DIR] [--seeds 1,2,3] [--scenarios ...] [--policies ...]   (model, ~30 s)
     inferslice bench console [--out DIR] [--no-browser]                (API cost of a live update, page load in chromium)
+    inferslice bench scale [--pops 100] [--tiers 10] [--rounds 4]  (1,000 slices: exporter, diagnosis round, PromQL)
     inferslice bench all --out DIR                                  (each as DIR/<name>.json + DIR/summary.md)
 
 Each prints a markdown summary; ``--json FILE`` (``-`` for stdout) also writes the raw result.
@@ -138,6 +139,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from inferslice.bench import console as console_bench
 
     console_bench.add_arguments(p)
+    text = "100 PoPs x 10 tiers: exporter series and scrape cost per node, one diagnosis round for 1,000 slices, PromQL work"
+    p = sub.add_parser("scale", help=text, description=text)
+    from inferslice.bench import scale as scale_bench
+
+    scale_bench.add_arguments(p)
     p = sub.add_parser("all", help="every benchmark; JSON + markdown into --out", description="every benchmark")
     p.add_argument("--out", required=True, help="directory for <name>.json and summary.md")
     p.add_argument("--only", default=",".join(NAMES), help=f"comma-separated subset of {','.join(NAMES)}")
@@ -194,6 +200,10 @@ def run(args: argparse.Namespace) -> int:
         from inferslice.bench import console as console_bench
 
         return console_bench.run(args)
+    if args.bench == "scale":  # needs prometheus for the prometheus source; two cores to pin apart
+        from inferslice.bench import scale as scale_bench
+
+        return scale_bench.run(args)
     if args.bench != "all":
         result, summary = _run_one(args.bench, args)
         if args.json == "-":

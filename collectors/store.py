@@ -56,6 +56,7 @@ class SeriesStore:
         self._max = max_samples_per_series
         self._by_name: dict[str, dict[tuple[str, Labels], Series]] = {}
         self._by_target: dict[str, set[tuple[str, Labels]]] = {}
+        self._pruned_at_s: float | None = None
 
     def append_scrape(self, target: str, at_s: float, samples: Iterable[Sample]) -> None:
         """Store one successful scrape; series of this target absent from it go stale."""
@@ -88,6 +89,11 @@ class SeriesStore:
             series.samples.append((at_s, STALE))
 
     def prune(self, now_s: float) -> None:
+        # Every target of one poll is stored at the same instant: pruning once per instant is enough
+        # (a walk over every series per target made a poll quadratic in the number of targets).
+        if now_s == self._pruned_at_s:
+            return
+        self._pruned_at_s = now_s
         horizon = now_s - self.retention_s
         for name in list(self._by_name):
             group = self._by_name[name]

@@ -33,7 +33,7 @@ from inferslice.exporters.engine.readings import (
 )
 from inferslice.exporters.engine.scrape import ConcurrentRunner, Fetcher, HttpFetcher
 from inferslice.exporters.engine.targets import Discovery, FrontTarget, Target
-from inferslice.topology import Topology
+from inferslice.topology import Tier, Topology
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,10 @@ class EngineSettings:
     forget_after_s: float = 600.0  # a replica unseen this long is folded into carried totals (Ray's downscale delay)
     slo_ttft_s: Mapping[str, float] = field(default_factory=dict)  # per-slice override of the tier's slo_ttft_p99_s
     application_slices: Mapping[str, str] = field(default_factory=dict)  # Ray application -> slice; identity if absent
+    # Every tier of the tiers file gets its static series (replicas 0, ceiling, SLO threshold) even without
+    # a target here: right for the testbed's one exporter. One exporter per node (Kubernetes) sets False:
+    # only its own slices, else every node repeats all tiers' (3 x 1,000 series per node at 1,000 slices).
+    all_tiers: bool = True
 
 
 def _keep(name: str) -> bool:
@@ -100,6 +104,8 @@ class EngineSource:
         # prometheus_client may serve two scrapes at once; the accumulators are not thread-safe.
         self._lock = threading.Lock()
         self.last_target_errors: dict[str, str] = {}
+        self._tiers_by_name: dict[str, Tier] | None = None
+        self._tiers_of: Topology | None = None
 
     # -- scraping -----------------------------------------------------------------------------
     def _fetch_parse(self, url: str) -> Exposition:
@@ -205,7 +211,17 @@ class EngineSource:
 
     # -- families -----------------------------------------------------------------------------
     def _tier_names(self) -> list[str]:
-        return self._topology.tier_names if self._topology is not None else []
+        if self._topology is None or not self._settings.all_tiers:
+            return []
+        return self._topology.tier_names
+
+    def _tier(self, s: str) -> Tier | None:
+        """The tier named ``s`` by a dict lookup (a scan per slice per family made a scrape quadratic in tiers)."""
+        if self._topology is None:
+            return None
+        if self._tiers_by_name is None or self._tiers_of is not self._topology:
+            self._tiers_by_name, self._tiers_of = {t.name: t for t in self._topology.tiers}, self._topology
+        return self._tiers_by_name.get(s)
 
     def _histogram_families(self, slices: Sequence[str]) -> list[Metric]:
         out: list[Metric] = []
@@ -247,8 +263,9 @@ class EngineSource:
                 if queries > 0:  # undefined before the first query: no sample rather than a made-up 0 or 1
                     hit.add_metric([s], acc.total(("prefix_hits", "", 0.0)) / queries)
             n.add_metric([s], float(ready.get(s, 0)))
-            if self._topology is not None and s in self._topology.tier_names:
-                n_max.add_metric([s], float(self._topology.tier(s).replicas_max))
+            tier = self._tier(s)
+            if tier is not None:
+                n_max.add_metric([s], float(tier.replicas_max))
         return [running, waiting, kv, hit, n, n_max]
 
     def _counter_families(self, slices: Sequence[str]) -> list[Metric]:
@@ -285,9 +302,8 @@ class EngineSource:
     def _slo_threshold(self, s: str) -> float | None:
         if s in self._settings.slo_ttft_s:
             return float(self._settings.slo_ttft_s[s])
-        if self._topology is not None and s in self._topology.tier_names:
-            return self._topology.tier(s).slo_ttft_p99_s
-        return None
+        tier = self._tier(s)
+        return tier.slo_ttft_p99_s if tier is not None else None
 
     def _slo_families(self, slices: Sequence[str]) -> list[Metric]:
         threshold = GaugeMetricFamily(mn.SLO_TTFT_THRESHOLD, "The slice's TTFT SLO threshold (p99)", labels=["slice"])

@@ -8,6 +8,7 @@ Schema (every key optional)::
       forget_after_s: 600
       metrics_path: /metrics    # appended to base URLs (registry, static entries without a path)
       slo_ttft_s: {premium: 0.5}              # override the tier's slo_ttft_p99_s
+      all_tiers: true           # static series for every tier (one exporter); false: only slices with targets here
       registry: true            # read replicas/fronts from the testbed registry (default: when one is configured)
       static:                   # replicas: url, slice required; pop, replica optional
         - {url: "http://127.0.0.1:18100", slice: premium, pop: bristol, replica: premium-0}
@@ -42,13 +43,20 @@ from inferslice.exporters.engine.targets import (
 )
 
 _KEYS = {"timeout_s", "grace_s", "max_workers", "forget_after_s", "metrics_path", "slo_ttft_s", "registry", "static", "fronts",
-         "kubernetes", "ray_serve", "enabled"}
+         "kubernetes", "ray_serve", "enabled", "all_tiers"}
 
 
 @dataclass(frozen=True)
 class EngineConfig:
     settings: EngineSettings
     discoveries: tuple[Discovery, ...]
+
+
+def _flag(sec: Mapping[str, Any], key: str, field: str) -> bool:
+    value = sec.get(key, True)
+    if not isinstance(value, bool):
+        raise ConfigError("expected true or false", f"{field}.{key}")
+    return value
 
 
 def _mapping(value: Any, field: str) -> dict[str, Any]:
@@ -109,6 +117,7 @@ def engine_config_from_dict(
         forget_after_s=_number(sec, "forget_after_s", 600.0, field),
         slo_ttft_s=slo,
         application_slices=_str_map(ray.get("application_slices"), f"{field}.ray_serve.application_slices"),
+        all_tiers=_flag(sec, "all_tiers", field),
     )
     discoveries: list[Discovery] = []
 
