@@ -86,11 +86,16 @@ def mount_console(app: FastAPI, feed: ConsoleFeed) -> None:
     @app.get(
         "/v1/console/state",
         tags=["console"],
-        responses={200: {"description": "topology, tiers, controller and sources in one document", "content": {"application/json": {}}}},
+        responses={
+            200: {"description": "topology, tiers, controller and sources in one document", "content": {"application/json": {}}},
+            422: {"description": "`since` is not a finite number"},
+        },
     )
     def console_state(
         request: Request,
-        since: Annotated[float | None, Query(description="unix seconds: send only windows newer than this (the page's newest)")] = None,
+        since: Annotated[
+            float | None, Query(allow_inf_nan=False, description="unix seconds: send only windows newer than this (the page's newest)")
+        ] = None,
     ) -> Response:
         """Everything the console shows, with the windows after ``since``; read-only and cheap to poll."""
         body = json.dumps(feed.state(since), separators=(",", ":"), allow_nan=False).encode()
