@@ -31,12 +31,24 @@ def _up_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topology", default=None, help="topology YAML (default: testbed/topology.yaml)")
     _state_dir_arg(p)
     p.add_argument("--no-services", action="store_true", help="network only: no engine hosts, no serving fronts")
+    p.add_argument("--engine", action="append", default=[], metavar="ENGINE|TIER=ENGINE",
+                   help="emulator (default) or vllm, for every tier or one (repeatable): --engine free=vllm")
+    p.add_argument("--vllm-venv", type=Path, default=None,
+                   help="the vLLM venv of testbed/vllm/install_cpu.sh (default $INFERSLICE_VLLM_VENV or ./.venv-vllm)")
+    p.add_argument("--vllm-max-num-seqs", type=int, default=4, help="real vLLM's --max-num-seqs (default 4)")
 
 
 def _up(args: argparse.Namespace) -> int:
     from inferslice.testbed.net import up
 
-    reg = up(args.topology, args.state_dir, services=not args.no_services)
+    factory = None
+    if args.engine:
+        from inferslice.testbed.vllm.services import default_venv, engine_services, resolve_engines
+        from inferslice.topology import load_topology
+
+        engines = resolve_engines(args.engine, load_topology(args.topology).tier_names)
+        factory = engine_services(engines, args.vllm_venv or default_venv(), max_num_seqs=args.vllm_max_num_seqs)
+    reg = up(args.topology, args.state_dir, services=not args.no_services, service_factory=factory)
     print(f"testbed up: {len(reg.fronts)} fronts, {len(reg.links)} links, {len(reg.pids)} processes; registry in {args.state_dir}")
     for front in reg.fronts:
         print(f"  {front.tier:<10} {front.url}")

@@ -1,8 +1,11 @@
-"""Engine host: one process per PoP hosting every emulated vLLM replica placed there.
+"""Engine host: one process per PoP hosting every vLLM replica placed there, emulated or real.
 
-Replicas of a PoP share its GPUs, so co-tenancy is modelled in one place (one ``EngineModel``).
+Emulated replicas of a PoP share its GPUs, so co-tenancy is modelled in one place (one ``EngineModel``).
+A tier listed in ``engines`` as ``vllm`` gets real vLLM servers instead (testbed/vllm/process.py: a
+child process per replica, bound to the same replica address; its GPU share is not modelled).
 
     python -m inferslice.testbed.engine.host --topology PATH --pop POP --admin HOST:PORT --state-dir DIR [--seed N]
+        [--engine TIER=vllm ... --vllm-python PY --vllm-model DIR [--vllm-max-model-len N] [--vllm-max-num-seqs N]]
 
 Admin API (JSON) on --admin:
     GET    /admin/health                 -> 200 {"pop", "replicas"}
@@ -22,8 +25,9 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 from aiohttp import web
@@ -33,6 +37,7 @@ from inferslice.testbed.engine.driver import EngineDriver
 from inferslice.testbed.engine.model import EngineConfig, EngineModel, kv_blocks_for
 from inferslice.testbed.engine.server import ReplicaServer
 from inferslice.testbed.service import run_service, wait_for_stop_signal
+from inferslice.testbed.vllm.process import VllmProcess, VllmSettings
 from inferslice.topology import Topology, load_topology
 
 log = logging.getLogger(__name__)
@@ -52,7 +57,11 @@ class _Hosted:
     gpu_fraction: float
     host: str
     port: int
-    server: ReplicaServer
+    server: ReplicaServer | VllmProcess
+
+    @property
+    def real(self) -> bool:
+        return isinstance(self.server, VllmProcess)
 
 
 class EngineHost:
@@ -67,9 +76,20 @@ class EngineHost:
         drain_timeout_s: float = DRAIN_TIMEOUT_S,
         clock: Callable[[], float] = time.monotonic,
         engine_defaults: EngineConfig | None = None,
+        engines: Mapping[str, str] | None = None,
+        vllm: VllmSettings | None = None,
+        log_dir: str | None = None,
     ) -> None:
         self.topology = topology
         self.engine_defaults = engine_defaults or EngineConfig()
+        self.engines = dict(engines or {})  # tier -> "emulator" | "vllm"
+        bad = {t: e for t, e in self.engines.items() if e not in ("emulator", "vllm") or t not in topology.tier_names}
+        if bad:
+            raise ConfigError(f"engines: unknown tier or engine in {bad} (engines: emulator, vllm)", field="engine")
+        if "vllm" in self.engines.values() and vllm is None:
+            raise ConfigError("a tier served by vllm needs the vLLM settings (--vllm-python, --vllm-model)", field="engine")
+        self.vllm = vllm
+        self.log_dir = log_dir
         self.pop = topology.pop(pop)
         self.drain_timeout_s = drain_timeout_s
         self.model = EngineModel(seed=seed)
@@ -96,7 +116,8 @@ class EngineHost:
         for rid in list(self.replicas):
             hosted = self.replicas.pop(rid)
             await hosted.server.stop()
-            self.driver.remove_replica(rid)
+            if not hosted.real:
+                self.driver.remove_replica(rid)
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -120,6 +141,13 @@ class EngineHost:
             cold = self.topology.timing.cold_start_s if cold_start_s is None else cold_start_s
             if cold < 0:
                 raise ValueError("cold_start_s must be >= 0")
+            if self.engines.get(tier) == "vllm":
+                assert self.vllm is not None
+                log_path = Path(self.log_dir) / f"vllm-{rid}.log" if self.log_dir else None
+                proc = VllmProcess(self.vllm, rid, log_path)
+                await proc.start(host, port)  # its cold start is the real one; cold_start_s does not apply
+                self.replicas[rid] = _Hosted(rid, tier, gpu, gpu_fraction, host, port, proc)
+                return self.entry(rid)
             cfg = dataclasses.replace(self.engine_defaults, num_gpu_blocks=kv_blocks_for(gpu_fraction, self.pop.gpu_memory_bytes))
             self.model.add_replica(
                 rid, (self.pop.name, gpu), now_s=self.driver.now(), cold_start_s=cold, config=cfg, created_wall_s=time.time()
@@ -141,11 +169,14 @@ class EngineHost:
             log.warning("replica %s: in-flight requests cut after %.1f s", rid, self.drain_timeout_s)
         await hosted.server.stop()
         self.replicas.pop(rid, None)
-        self.driver.remove_replica(rid)
+        if not hosted.real:
+            self.driver.remove_replica(rid)
 
     def set_share(self, rid: str, share: float) -> dict[str, Any]:
         if rid not in self.replicas:
             raise KeyError(rid)
+        if self.replicas[rid].real:
+            raise ValueError("a real vLLM's GPU share is not modelled")
         self.driver.advance()
         self.model.set_share(rid, share)
         self.driver.poke()
@@ -159,10 +190,11 @@ class EngineHost:
             "pop": self.pop.name,
             "gpu": h.gpu,
             "gpu_fraction": h.gpu_fraction,
-            "gpu_share": self.model.gpu_share(rid),
+            "gpu_share": 1.0 if isinstance(h.server, VllmProcess) else self.model.gpu_share(rid),
             "url": f"http://{h.host}:{h.port}",
             "state": h.server.state,
-            "pid": os.getpid(),
+            "pid": h.server.pid if isinstance(h.server, VllmProcess) else os.getpid(),
+            "engine": "vllm" if h.real else "emulator",
         }
 
     def entries(self) -> list[dict[str, Any]]:
@@ -219,6 +251,8 @@ class EngineHost:
             return web.json_response(self.set_share(rid, float(share)))
         except KeyError:
             return web.json_response({"error": f"no replica {rid!r}"}, status=404)
+        except ValueError as err:
+            return web.json_response({"error": str(err)}, status=422)
 
 
 async def _json_object(request: web.Request) -> dict[str, Any] | web.Response:
@@ -236,6 +270,20 @@ def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> An
     if value is None or isinstance(value, bool) or not isinstance(value, kind):
         raise ValueError(f"field {name!r} is missing or of the wrong type")
     return value
+
+
+def parse_engines(items: list[str], tiers: list[str] | None = None) -> list[tuple[str, str]]:
+    """``["free=vllm"]`` -> [("free", "vllm")]; a bare ENGINE applies to every tier in ``tiers``."""
+    out: list[tuple[str, str]] = []
+    for item in items:
+        tier, sep, engine = item.partition("=")
+        if not sep:
+            if tiers is None:
+                raise ConfigError(f"expected TIER=ENGINE, got {item!r}", field="engine")
+            out.extend((t, tier) for t in tiers)
+            continue
+        out.append((tier, engine))
+    return out
 
 
 def split_hostport(text: str) -> tuple[str, int]:
@@ -261,7 +309,12 @@ class UdpEcho(asyncio.DatagramProtocol):
 
 async def _serve(args: argparse.Namespace) -> int:
     top = load_topology(args.topology)
-    host = EngineHost(top, args.pop, seed=args.seed)
+    engines = dict(parse_engines(args.engine))
+    vllm = None
+    if args.vllm_python and args.vllm_model:
+        vllm = VllmSettings(python=args.vllm_python, model=args.vllm_model, served_model_name=top.model,
+                            max_model_len=args.vllm_max_model_len, max_num_seqs=args.vllm_max_num_seqs)
+    host = EngineHost(top, args.pop, seed=args.seed, engines=engines, vllm=vllm, log_dir=args.state_dir)
     admin_host, admin_port = split_hostport(args.admin)
     await host.start(admin_host, admin_port)
     echo: asyncio.BaseTransport | None = None
@@ -284,6 +337,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--state-dir", required=True, help="testbed state directory (logs land here)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--echo", default=None, help="HOST:PORT of a UDP echo responder for RTT probes (default: none)")
+    ap.add_argument("--engine", action="append", default=[], metavar="TIER=ENGINE", help="serve TIER with ENGINE (emulator|vllm)")
+    ap.add_argument("--vllm-python", help="python of the vLLM venv (testbed/vllm/install_cpu.sh)")
+    ap.add_argument("--vllm-model", help="model directory the real vLLM serves")
+    ap.add_argument("--vllm-max-model-len", type=int, default=256)
+    ap.add_argument("--vllm-max-num-seqs", type=int, default=4)
     return run_service(_serve(ap.parse_args(argv)))
 
 

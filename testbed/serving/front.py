@@ -3,7 +3,7 @@
     python -m inferslice.testbed.serving.front --topology PATH --tier TIER --listen HOST:PORT --state-dir DIR
         [--plan netns|loopback] [--base-port N] [--fixed N] [--seed N]
 
-Proxies POST /v1/chat/completions and /v1/completions (streamed chunk by chunk) and GET /v1/models
+Proxies POST /v1/chat/completions, /v1/completions (streamed chunk by chunk), /tokenize and GET /v1/models
 to the tier's replicas; at most max_ongoing_requests per replica, the rest wait in a FIFO queue.
 This module composes the parts, one idea each: ``replicas`` (the replica set at the PoPs' engine
 hosts), ``admission`` (the queue), ``proxy`` (forwarding), ``autoscale`` (the pure policy),
@@ -130,6 +130,7 @@ class TierFront:
         app = web.Application(client_max_size=16 * 1024**2)
         app.router.add_post("/v1/chat/completions", self._proxy)
         app.router.add_post("/v1/completions", self._proxy)
+        app.router.add_post("/tokenize", self._proxy)  # vLLM's; the load generator measures prompts with it
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/metrics", self._metrics)
         add_admin_routes(app, self)

@@ -1,0 +1,207 @@
+"""GPU device check: one run (<= 10 min) on a machine with an NVIDIA GPU. Nothing depends on it.
+
+    bench/gpu_device_check.sh [OUTDIR]      (picks a python that has vLLM/torch when the machine has one)
+
+What it checks and writes to OUTDIR/report.json (plus nvidia-smi's XML and each step's log):
+1. NVML through the inferslice GPU source (``bench.nvml_probe``'s path): devices, processes.
+2. Per-process readings mapped to slices: two "tiers" run as processes on GPU 0 with fractional
+   shares (vLLM ``--gpu-memory-utilization`` 0.30 and 0.15, or torch workloads sized 2:1 when there is
+   no vLLM), and ``inferslice_slice_gpu_memory_used_bytes{slice}`` must name both.
+3. A CUDA vLLM under the load generator (tiny random-weight Llama from testbed/vllm/tiny_llama.py, or
+   ``INFERSLICE_GPU_MODEL``): client TTFT/TPOT summaries per tier.
+4. Energy per tier: ``inferslice_gpu_energy_joules_total{slice}`` sampled every 5 s under load; the
+   slices' sum plus ``unattributed`` must equal the device counter's increase (conservation), and the
+   busier tier must get more.
+Each step degrades to a recorded reason (no vLLM, no torch, no energy counter) rather than failing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from inferslice import metric_names as mn
+from inferslice.common.registry import ReplicaEntry
+from inferslice.exporters.base import GuardedCollector
+from inferslice.exporters.gpu.allocation import PidResolver
+from inferslice.exporters.gpu.nvml import NvmlSource, load_pynvml
+
+ROOT = Path(__file__).resolve().parents[1]
+TIERS = {"premium": (0.30, 8), "free": (0.15, 2)}  # tier -> (GPU memory share, client concurrency)
+LOAD_S = 60.0
+SAMPLE_S = 5.0
+
+TORCH_WORKLOAD = """
+import sys, time, torch
+n, secs = int(sys.argv[1]), float(sys.argv[2])
+a = torch.randn(n, n, device="cuda"); b = torch.randn(n, n, device="cuda")
+t = time.time()
+while time.time() - t < secs:
+    (a @ b).sum().item()
+"""
+
+
+def _log(out: Path, msg: str) -> None:
+    line = f"{time.strftime('%H:%M:%S')} {msg}"
+    print(line, flush=True)
+    with (out / "steps.log").open("a") as fh:
+        fh.write(line + "\n")
+
+
+def _scrape(src: NvmlSource) -> dict[str, dict[str, float]]:
+    reg = CollectorRegistry()
+    reg.register(GuardedCollector([src]))
+    out: dict[str, dict[str, float]] = {}
+    for fam in reg.collect():
+        for s in fam.samples:
+            if s.name in (mn.GPU_ENERGY, mn.SLICE_GPU_MEMORY_USED, mn.GPU_POWER, mn.GPU_UTILIZATION):
+                key = s.labels.get("slice") or f"{s.labels.get('pop')}/gpu{s.labels.get('gpu')}"
+                out.setdefault(s.name, {})[key] = s.value
+    return out
+
+
+def _device_energy_mj(src: NvmlSource) -> float | None:
+    devs = src.devices()
+    vals = [d.get("energy_mj") for d in devs]
+    return float(sum(v for v in vals if v is not None)) if any(v is not None for v in vals) else None
+
+
+async def _vllm_tiers(out: Path, report: dict[str, Any]) -> dict[str, tuple[int, str]]:
+    """Start one CUDA vLLM per tier on GPU 0 with its memory share; {tier: (pid, url)} once ready."""
+    from inferslice.testbed.vllm.process import VllmProcess, VllmSettings
+
+    model = os.environ.get("INFERSLICE_GPU_MODEL")
+    if not model:
+        model = str(out / "tiny-llama")
+        subprocess.run([sys.executable, str(ROOT / "testbed" / "vllm" / "tiny_llama.py"), model], check=True, capture_output=True)
+    report["model"] = model
+    procs: dict[str, VllmProcess] = {}
+    for k, (tier, (share, _)) in enumerate(TIERS.items()):
+        s = VllmSettings(python=sys.executable, model=model, served_model_name="tiny", max_model_len=256, max_num_seqs=16,
+                         device="cuda", extra_args=("--gpu-memory-utilization", str(share), "--enforce-eager"),
+                         env=(("CUDA_VISIBLE_DEVICES", "0"),))
+        p = VllmProcess(s, f"{tier}-0", out / f"vllm-{tier}.log")
+        await p.start("127.0.0.1", 18600 + k)
+        procs[tier] = p
+        for _ in range(360):  # one at a time: two engines profiling memory at once misjudge the free memory
+            if p.state == "ready" or p.state == "stopping":
+                break
+            await asyncio.sleep(0.5)
+    report["vllm_ready"] = {t: p.state for t, p in procs.items()}
+    _PROCS.extend(procs.values())
+    return {t: (p.pid or 0, p.url) for t, p in procs.items() if p.state == "ready"}
+
+
+_PROCS: list[Any] = []
+
+
+async def _load(tiers: dict[str, tuple[int, str]]) -> dict[str, Any]:
+    from inferslice.testbed.loadgen import LoadConfig, WorkloadSpec, run_load
+
+    spec = WorkloadSpec(dataset="random", random_input_len=100, random_output_len=100, random_range_ratio=0.5)
+    runs = [run_load(LoadConfig(url=url, model="tiny", slice=t, concurrency=TIERS[t][1], duration_s=LOAD_S, workload=spec))
+            for t, (_, url) in tiers.items()]
+    results = await asyncio.gather(*runs)
+    keys = ("completed", "failed", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms", "output_throughput")
+    return {t: {k: r.summary.get(k) for k in keys} for t, r in zip(tiers, results, strict=True)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path("/tmp/gpu-device-check"))
+    args = ap.parse_args()
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {"python": sys.executable}
+    smi = subprocess.run(["nvidia-smi", "-q", "-x"], capture_output=True, text=True, check=False)
+    (out / "nvidia-smi.xml").write_text(smi.stdout)
+    nvml = load_pynvml()
+    if nvml is None:
+        report["error"] = "nvidia-ml-py (pynvml) is not installed in this python"
+        (out / "report.json").write_text(json.dumps(report, indent=1))
+        return 1
+    slices: dict[int, str] = {}
+    entries: list[ReplicaEntry] = []
+    resolver = PidResolver(lambda: entries)
+    src = NvmlSource(nvml, "device", resolver)
+    report["devices"] = src.devices()
+    _log(out, f"NVML: {len(report['devices'])} device(s)")
+    has_vllm = importlib.util.find_spec("vllm") is not None
+    has_torch = importlib.util.find_spec("torch") is not None
+    report["has_vllm"], report["has_torch"] = has_vllm, has_torch
+    workers: list[subprocess.Popen[bytes]] = []
+    try:
+        tiers: dict[str, tuple[int, str]] = {}
+        if has_vllm:
+            tiers = asyncio.run(_vllm_tiers(out, report))
+            _log(out, f"vLLM ready: {sorted(tiers)}")
+        if not tiers and has_torch:
+            for tier, n in (("premium", 8192), ("free", 4096)):
+                w = subprocess.Popen([sys.executable, "-c", TORCH_WORKLOAD, str(n), str(LOAD_S + 10)])
+                workers.append(w)
+                tiers[tier] = (w.pid, "")
+            report["workload"] = "torch matmul (no vLLM)"
+        for tier, (pid, url) in tiers.items():
+            slices[pid] = tier
+            entries.append(ReplicaEntry(f"{tier}-0", tier, "device", 0, TIERS[tier][0], 1.0, url or "none", pid=pid))
+        samples: list[dict[str, Any]] = []
+        e0 = _device_energy_mj(src)
+        _scrape(src)  # baseline of the energy attribution
+        stop = threading.Event()
+
+        def sampler() -> None:
+            while not stop.wait(SAMPLE_S):
+                samples.append({"t": time.time(), **_scrape(src)})
+
+        th = threading.Thread(target=sampler, daemon=True)
+        th.start()
+        if tiers and all(url for _, url in tiers.values()):
+            report["load"] = asyncio.run(_load(tiers))
+        elif tiers:
+            time.sleep(LOAD_S)
+        stop.set()
+        th.join()
+        final = _scrape(src)
+        e1 = _device_energy_mj(src)
+        report["samples"] = samples
+        report["final"] = final
+        energy = final.get(mn.GPU_ENERGY, {})
+        report["energy_j_by_slice"] = energy
+        if e0 is not None and e1 is not None:
+            device_j = (e1 - e0) / 1000.0
+            report["device_energy_j"] = device_j
+            report["energy_conservation_ratio"] = sum(energy.values()) / device_j if device_j > 0 else None
+        else:
+            report["energy_note"] = "no NVML energy counter on this board (pre-Volta or vGPU)"
+        mem = final.get(mn.SLICE_GPU_MEMORY_USED, {})
+        report["checks"] = {
+            "slices_seen_by_nvml": sorted(mem),
+            "both_tiers_mapped": set(tiers) <= set(mem),
+            "busier_tier_more_energy": (energy.get("premium", 0) > energy.get("free", 0)) if energy else None,
+            "conservation_within_2pct": (abs(report.get("energy_conservation_ratio") or 0 - 1) < 0.02
+                                          if report.get("energy_conservation_ratio") else None),
+        }
+        _log(out, f"checks: {report['checks']}")
+    finally:
+        for w in workers:
+            w.terminate()
+        for p in _PROCS:
+            asyncio.run(p.stop())
+        src.close()
+        (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

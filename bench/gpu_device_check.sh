@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# GPU device check (one call, <= 10 min), for a machine with an NVIDIA GPU; see bench/gpu_device_check.py.
+#   bench/gpu_device_check.sh [OUTDIR]     (OUTDIR defaults to $OUT/gpu-check, else /tmp/gpu-device-check)
+# Uses the first python that imports vllm (a CUDA vLLM brings torch, aiohttp, numpy, pydantic,
+# prometheus_client and nvidia-ml-py: everything inferslice's GPU and load paths import), else one that
+# imports torch, else python3; $PYTHON overrides. Nothing is installed: the device machine has no registry.
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUTDIR=${1:-${OUT:+$OUT/gpu-check}}
+OUTDIR=${OUTDIR:-/tmp/gpu-device-check}
+mkdir -p "$OUTDIR"
+PY=${PYTHON:-}
+if [ -z "$PY" ]; then
+  for cand in python3 /usr/bin/python3 /opt/conda/bin/python "$ROOT/.venv/bin/python"; do
+    command -v "$cand" >/dev/null 2>&1 || continue
+    if "$cand" -c 'import vllm' 2>/dev/null; then PY=$cand; break; fi
+    if [ -z "$PY" ] && "$cand" -c 'import torch' 2>/dev/null; then PY=$cand; fi
+  done
+  PY=${PY:-python3}
+fi
+# inferslice without installing it: the symlink tree .ci/lint.sh builds (folders mapped as inferslice.<folder>).
+TREE=$(mktemp -d /tmp/isdev-XXXX)
+mkdir -p "$TREE/inferslice"
+for f in "$ROOT"/inferslice/*; do ln -s "$f" "$TREE/inferslice/$(basename "$f")"; done
+for d in common exporters collectors dashboards bottleneck control deploy testbed service cli bench; do
+  [ -f "$ROOT/$d/__init__.py" ] && ln -s "$ROOT/$d" "$TREE/inferslice/$d"
+done
+echo "python: $PY; out: $OUTDIR"
+nvidia-smi --query-gpu=index,name,memory.total,power.draw,enforced.power.limit --format=csv | tee "$OUTDIR/gpus.csv"
+PYTHONPATH="$TREE" timeout 570 "$PY" -m inferslice.bench.gpu_device_check --out "$OUTDIR"
+rc=$?
+rm -rf "$TREE"
+exit $rc
