@@ -68,6 +68,11 @@ def normalise_attribution(raw: Any) -> dict[str, dict[str, float | None]] | None
     return out or None
 
 
+def _components(share: Mapping[str, float | None] | None) -> dict[str, float | None] | None:
+    """The four seconds a chart stacks (observed and reference stay with the last window's bars)."""
+    return {c: share.get(c) for c in COMPONENTS} if share else None
+
+
 def history_point(snapshot: Mapping[str, Any] | None, diagnosis: Mapping[str, Any], ts: float) -> dict[str, Any]:
     """One window on the charts: latencies, window goodput and the P99 TTFT's attribution."""
     snap = snapshot or {}
@@ -82,7 +87,8 @@ def history_point(snapshot: Mapping[str, Any] | None, diagnosis: Mapping[str, An
         "goodput_rps": (rate if met else 0.0) if rate is not None else None,
         "regime": diagnosis.get("regime"),
         "slo": diagnosis.get("slo"),
-        "ttft_attribution": attribution.get("ttft_p99") if attribution else None,
+        "ttft_attribution": _components(attribution.get("ttft_p99")) if attribution else None,
+        "tpot_attribution": _components(attribution.get("tpot_p99")) if attribution else None,
     }
 
 

@@ -105,6 +105,12 @@ def test_topology_renders_every_pop_and_link_and_each_tier_its_regime_and_attrib
                     attribution: Object.fromEntries([...document.querySelectorAll('article.tier')].map(a =>
                         [a.dataset.tier, a.querySelector('[data-attribution="ttft_p99"]')?.innerText || null])),
                     charts: document.querySelectorAll('article.tier .uplot').length,
+                    tpotView: (() => {
+                        const radio = document.querySelector("article[data-tier='standard'] input[value='tpot_attribution']");
+                        radio.click();
+                        const c = window.inferslice.charts.get('standard');
+                        return { stat: c.stat, network: Math.max(...c.raw[1].filter(v => v !== null)) };
+                    })(),
                     errors: [],
                 }))()"""
                 )
@@ -130,6 +136,14 @@ def test_topology_renders_every_pop_and_link_and_each_tier_its_regime_and_attrib
         if name == "free":
             assert f"{queue_ms:.0f}" in page["attribution"][name].replace(" ", "") or f"{queue_ms / 1000:.2f}" in page["attribution"][name]
     assert page["charts"] == 6  # attribution over time and latency vs SLO, per tier
+    # the stacked chart switched to P99 TPOT: standard's network share is its TPOT's, not its TTFT's
+    tpot_network = max(
+        w["attribution"]["tpot_p99"]["network_s"]
+        for w in httpx.get(f"{api.server.url}/v1/slices/standard/diagnoses").json()
+        if w.get("attribution") and w["attribution"].get("tpot_p99")
+    )
+    assert page["tpotView"]["stat"] == "tpot_attribution"
+    assert abs(page["tpotView"]["network"] - tpot_network) < 1e-9
     assert not [m for m in page["console"] if m.startswith("EXCEPTION")]
 
 

@@ -19,11 +19,11 @@ function width(node) {
   return Math.max(240, Math.floor(node.clientWidth || 480));
 }
 
-function stackedData(points) {
+function stackedData(points, key) {
   // uPlot has no stacking: draw cumulative sums and fill each band down to the one below,
   // keeping the raw values for the legend.
   const xs = points.map((p) => p.ts);
-  const raw = COMPONENTS.map((c) => points.map((p) => (p.ttft_attribution && isNum(p.ttft_attribution[c]) ? p.ttft_attribution[c] : null)));
+  const raw = COMPONENTS.map((c) => points.map((p) => (p[key] && isNum(p[key][c]) ? p[key][c] : null)));
   const cum = [];
   let acc = points.map(() => 0);
   raw.forEach((series) => {
@@ -38,6 +38,8 @@ export class TierCharts {
     this.attrNode = attrNode;
     this.latNode = latNode;
     this.raw = [];
+    this.points = [];
+    this.stat = "ttft_attribution"; // which latency the stacked chart splits: P99 TTFT or P99 TPOT
     const self = this;
     this.attr = new uPlot({
       width: width(attrNode), height: HEIGHT, tzDate,
@@ -78,8 +80,14 @@ export class TierCharts {
     this.lat.setSize({ width: width(this.latNode), height: HEIGHT });
   }
 
+  show(stat) {
+    this.stat = stat;
+    this.update(this.points);
+  }
+
   update(points) {
-    const { data, raw } = stackedData(points);
+    this.points = points;
+    const { data, raw } = stackedData(points, this.stat);
     this.raw = raw;
     this.attr.setData(data);
     const xs = points.map((p) => p.ts);

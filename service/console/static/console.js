@@ -99,14 +99,19 @@ function evidenceList(diag) {
 function renderTier(t) {
   let card = page.cards.get(t.name);
   if (!card) {
-    const attrChart = el("div", { class: "chart", role: "img", "aria-label": `${t.title}: P99 TTFT attribution over time, stacked queue, network, compute, base` });
+    const attrChart = el("div", { class: "chart", role: "img", "aria-label": `${t.title}: P99 TTFT or TPOT (as picked above) attribution over time, stacked queue, network, compute, base` });
     const latChart = el("div", { class: "chart", role: "img", "aria-label": `${t.title}: P99 TTFT and TPOT against their SLOs over time` });
     card = {
       root: el("article", { class: "tier", "data-tier": t.name, "aria-labelledby": `tier-h-${t.name}`, style: `--tier-colour:${colourOf(t.name)}` }),
       head: el("header"), body: el("div", { class: "tier-body" }), live: el("div"),
       attrChart, latChart,
     };
-    card.body.append(card.live, el("p", { class: "chart-title", text: "P99 TTFT by cause over time (stacked)" }), attrChart,
+    // one stacked chart, two views: a radio group (keyboard: arrow keys) picks the latency it splits
+    const pick = el("fieldset", { class: "stat-pick" }, el("legend", { class: "chart-title", text: "By cause over time (stacked):" }),
+      ...[["ttft_attribution", "P99 TTFT"], ["tpot_attribution", "P99 TPOT"]].map(([value, label], i) => el("label", { class: "inline" },
+        el("input", { type: "radio", name: `stat-${t.name}`, value, checked: i === 0,
+          onchange: (e) => page.charts.get(t.name).show(e.target.value) }), label)));
+    card.body.append(card.live, pick, attrChart,
       el("p", { class: "chart-title", text: "P99 TTFT and TPOT vs SLO" }), latChart);
     card.root.append(card.head, card.body);
     $("tier-cards").append(card.root);
