@@ -22,7 +22,7 @@ from typing import Any
 from inferslice.common.netns import enter_netns
 from inferslice.errors import ConfigError, InputError
 from inferslice.records import RecordObserver
-from inferslice.testbed.loadgen import LoadConfig, format_report, parse_goodput, run_load
+from inferslice.testbed.loadgen import LoadConfig, WorkloadSpec, format_report, parse_goodput, run_load
 
 HELP = "load generator: fixed-concurrency or Poisson streaming requests against a tier"
 
@@ -52,6 +52,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     load.add_argument("--request-timeout-s", type=float, default=300.0)
     load.add_argument("--drain-timeout-s", type=float,
                       help="after --duration-s, wait at most S for requests in flight, then cancel them (default: wait)")
+    data = parser.add_argument_group("dataset (vllm bench serve's options)")
+    data.add_argument("--dataset-name", choices=["sharegpt-like", "random"], default="sharegpt-like",
+                      help="sharegpt-like: ShareGPT-shaped lengths (default); random: uniform lengths as below")
+    data.add_argument("--random-input-len", type=int, default=1024, help="random: prompt tokens (default 1024)")
+    data.add_argument("--random-output-len", type=int, default=128, help="random: output tokens (default 128)")
+    data.add_argument("--random-range-ratio", type=float, default=0.0,
+                      help="random: lengths uniform in [L*(1-r), L*(1+r)] (default 0: fixed)")
+    data.add_argument("--no-server-probe", action="store_true",
+                      help="do not read max_model_len and /tokenize before the run (requests may then overflow the context)")
     load.add_argument("--prompt-tokens-hint", action="store_true",
                       help="send X-Prompt-Tokens with each request (engine emulator: exact prompt length)")
     out = parser.add_argument_group("output")
@@ -97,6 +106,9 @@ def build_config(args: argparse.Namespace) -> LoadConfig:
         duration_s=args.duration_s, num_prompts=args.num_prompts, num_warmups=args.num_warmups, seed=args.seed,
         request_timeout_s=args.request_timeout_s, goodput=parse_goodput(args.goodput) if args.goodput else None,
         percentiles=percentiles or (99.0,), drain_timeout_s=args.drain_timeout_s, prompt_tokens_hint=args.prompt_tokens_hint,
+        workload=WorkloadSpec(dataset=args.dataset_name, random_input_len=args.random_input_len,
+                              random_output_len=args.random_output_len, random_range_ratio=args.random_range_ratio),
+        probe_server=not args.no_server_probe,
     )
 
 
