@@ -261,3 +261,14 @@ def test_the_page_fits_a_laptop_and_a_wall_display(api: Api, artefacts: Path, na
         assert page["font"] >= 20 and page["columns"] == 3  # larger type, every tier side by side
     else:
         assert page["font"] >= 14
+
+
+def test_a_tier_page_shows_that_tier_alone(api: Api, artefacts: Path) -> None:
+    async def go() -> list[str]:
+        async with Browser(1440, 1000) as b:
+            await b.goto(api.server.url + "/console?tier=standard")
+            await b.wait_for("window.inferslice?.last && document.querySelectorAll('article.tier').length === 3")
+            await b.screenshot(artefacts / "07-tier-standard.png")
+            return list(await b.eval("[...document.querySelectorAll('article.tier')].filter(a => !a.hidden).map(a => a.dataset.tier)"))
+
+    assert run(go()) == ["standard"]
