@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import json
 import logging
 import os
 import time
@@ -37,6 +36,7 @@ from inferslice.testbed.engine.driver import EngineDriver
 from inferslice.testbed.engine.model import EngineConfig, EngineModel, kv_blocks_for
 from inferslice.testbed.engine.server import ReplicaServer
 from inferslice.testbed.service import run_service, wait_for_stop_signal
+from inferslice.testbed.serving.admin import json_object
 from inferslice.testbed.vllm.process import VllmProcess, VllmSettings
 from inferslice.topology import Topology, load_topology
 
@@ -208,7 +208,7 @@ class EngineHost:
         return web.json_response(self.entries())
 
     async def _h_add(self, request: web.Request) -> web.Response:
-        body = await _json_object(request)
+        body = await json_object(request)
         if isinstance(body, web.Response):
             return body
         try:
@@ -241,7 +241,7 @@ class EngineHost:
 
     async def _h_share(self, request: web.Request) -> web.Response:
         rid = request.match_info["id"]
-        body = await _json_object(request)
+        body = await json_object(request)
         if isinstance(body, web.Response):
             return body
         share = body.get("gpu_share")
@@ -253,16 +253,6 @@ class EngineHost:
             return web.json_response({"error": f"no replica {rid!r}"}, status=404)
         except ValueError as err:
             return web.json_response({"error": str(err)}, status=422)
-
-
-async def _json_object(request: web.Request) -> dict[str, Any] | web.Response:
-    try:
-        body = json.loads(await request.read())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return web.json_response({"error": "body is not JSON"}, status=400)
-    if not isinstance(body, dict):
-        return web.json_response({"error": "body must be a JSON object"}, status=400)
-    return body
 
 
 def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
