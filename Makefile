@@ -7,7 +7,7 @@ OUT ?= demo-out
 # DEMO_PHASE_S=N: every phase of the demo story lasts N seconds (a short story, same code path; default: the full story)
 DEMO_PHASE_S ?=
 
-.PHONY: setup apt venv test lint demo bench clean
+.PHONY: setup apt venv test lint demo bench clean rcaeval-venv
 
 setup: apt venv
 
@@ -38,6 +38,12 @@ demo:
 
 bench: setup
 	$(VENV)/bin/inferslice bench all --out bench/results
+
+# RCAEval (the peers of `inferslice bench diagnosis --corpus`) in its own environment: its dependencies
+# stay out of the project's venv; the benchmark runs it as a subprocess.
+rcaeval-venv: venv
+	@test -x .venv-rcaeval/bin/python || $(PY) -m venv .venv-rcaeval
+	.venv-rcaeval/bin/pip install -q rcaeval==1.8.1 numpy pandas scikit-learn requests tqdm matplotlib networkx causal-learn
 
 clean:
 	-$(VENV)/bin/inferslice testbed down

@@ -20,8 +20,9 @@ Each share comes from a physical relation the snapshot already carries, not from
   KV pressure, a reduced share). Prefill slows by the same factor, which sets its TTFT share.
 - queue: the TTFT left after the prefill and the first-chunk delivery the other two explain.
   Confirmed by requests waiting / queue time / Little's law (waiting = arrival rate x wait) when
-  present, inferred otherwise; when gauges show nothing waiting and another resource binds, the
-  residual is left unexplained (``base``) rather than called a queue.
+  present, inferred otherwise. When the gauges show nothing waiting at a full link, the residual is
+  the link's (the first chunk waits in its queue); at a free link with another resource binding it
+  is left unexplained (``base``) rather than called a queue.
 
 ``queue + network + compute + base == observed`` for every statistic, and the three resource shares
 never exceed the excess over the reference.
@@ -245,7 +246,9 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
         else:
             network = 0.0
         queue = left - network
-        if gauge is False and pace_binds:
+        if gauge is False and link.binding:
+            network, queue = left, 0.0  # nothing waits at the engine: the link's queue holds the first chunk
+        elif gauge is False and pace_binds:
             queue = 0.0  # nothing waits and another resource binds: leave the rest unexplained
         shares.append(LatencyShare(stat, obs, ref, queue, network, compute, obs - queue - network - compute))
     shares.sort(key=lambda s: s.stat)

@@ -49,9 +49,10 @@ def _clamp(x: float) -> float:
 
 def _missing(*readings: Reading) -> tuple[str, ...]:
     out: list[str] = []
-    for name in (m for r in readings for m in r.missing):
-        if name not in out:
-            out.append(name)
+    for r in readings:
+        for name in r.missing:
+            if name not in out:
+                out.append(name)
     return tuple(out)
 
 
@@ -188,7 +189,16 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     compute = signals.compute(snap, th)
     slo = signals.slo_state(snap, th)
 
-    inline = any(getattr(snapshot, f) is not None for f in _REF_FIELDS)
+    sn = snapshot
+    inline = not (
+        sn.ref_ttft_p50_s is None
+        and sn.ref_ttft_mean_s is None
+        and sn.ref_tpot_p50_s is None
+        and sn.ref_tpot_mean_s is None
+        and sn.ref_output_tokens_per_s is None
+        and sn.ref_ttft_p99_s is None
+        and sn.ref_tpot_p99_s is None
+    )
     ref_source = "input" if inline else (reference.source if reference is not None else "none")
     evidence: list[Evidence] = [
         *ttft.evidence,

@@ -6,6 +6,7 @@
     inferslice bench diagnosis [--diagnosis-out DIR] [--repetitions 2] [--windows 4,6,8] [--set NAME=VALUE]
                                                                     (root: runs on the testbed, ~5 min)
     inferslice bench diagnosis --rescore [--set NAME=VALUE]        (replay a finished run's windows, seconds)
+    inferslice bench diagnosis --corpus [--rerun-rca]              (the labelled corpus: accuracy, peers, attribution)
     inferslice bench control [--out DIR] [--seeds 1,2,3] [--scenarios ...] [--policies ...]   (model, ~30 s)
     inferslice bench console [--out DIR] [--no-browser]                (API cost of a live update, page load in chromium)
     inferslice bench scale [--pops 100] [--tiers 10] [--rounds 4]  (1,000 slices: exporter, diagnosis round, PromQL)
@@ -70,6 +71,9 @@ def _add_diagnosis(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recover-s", type=float, default=None, help="how long each reverse change holds")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a classifier threshold (repeatable)")
     p.add_argument("--rescore", action="store_true", help="replay the recorded windows in --diagnosis-out instead of running")
+    p.add_argument("--corpus", action="store_true", help="score the classifier and its peers on the labelled corpus (no testbed)")
+    p.add_argument("--rcaeval-python", default=None, help="interpreter with RCAEval (default $INFERSLICE_RCAEVAL_PYTHON, .venv-rcaeval)")
+    p.add_argument("--rerun-rca", action="store_true", help="rerun the RCAEval peers instead of reusing rca-ranks.json")
 
 
 def _thresholds(pairs: list[str]) -> Any:
@@ -96,6 +100,13 @@ def _run_diagnosis(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
 
     out = Path(args.diagnosis_out)
     thresholds = _thresholds(args.set)
+    if args.corpus:
+        from inferslice.bench import corpus_eval, corpus_run
+
+        repo = Path(__file__).resolve().parent.parent
+        python = args.rcaeval_python or corpus_run.default_rca_python(repo)
+        result = corpus_run.run(out, out.parent, python, rerun_rca=args.rerun_rca)
+        return result, corpus_eval.markdown(result)
     if args.rescore:
         result = diagnosis.rescore(out, thresholds, args.diagnosis_topology)
         (out / "rescored").mkdir(parents=True, exist_ok=True)

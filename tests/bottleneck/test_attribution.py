@@ -95,12 +95,12 @@ def test_class7_a_capped_tier_given_more_load_is_network_and_queue_with_gauges()
     assert d.regime is Regime.NETWORK_LIMITED and Regime.QUEUE_LIMITED in d.secondary
 
 
-def test_nothing_waiting_leaves_the_rest_unexplained_instead_of_a_queue() -> None:
-    # The shaper's bound leaves TTFT over; a gauge showing no queue keeps it out of `queue`.
+def test_nothing_waiting_at_a_full_link_gives_the_rest_of_ttft_to_the_link() -> None:
+    # The shaper's token-time bound leaves TTFT over; a gauge showing no queue says it is the link's queue.
     d = classify(capped(ttft_p50_s=3.0, ttft_p99_s=6.0, requests_waiting=0))
     assert d.regime is Regime.NETWORK_LIMITED and d.secondary == ()
     p99 = d.attribution.share("ttft_p99") if d.attribution else None
-    assert p99 is not None and p99.queue_s == 0.0 and p99.base_s > p99.reference_s  # type: ignore[operator]
+    assert p99 is not None and p99.queue_s == 0.0 and p99.network_s == pytest.approx(6.0 - 0.1)
 
 
 def test_gpu_share_drop_on_a_queueing_tier_is_compute_then_queue() -> None:
