@@ -272,3 +272,29 @@ def test_a_tier_page_shows_that_tier_alone(api: Api, artefacts: Path) -> None:
             return list(await b.eval("[...document.querySelectorAll('article.tier')].filter(a => !a.hidden).map(a => a.dataset.tier)"))
 
     assert run(go()) == ["standard"]
+
+
+def test_an_api_without_any_window_yet_renders_every_tier_as_stale(tmp_path: Path) -> None:
+    store = Store(tmp_path / "empty.db")
+    server = ThreadedServer(lambda: create_app(store, session_topology(), clock=lambda: 1_800_000_000.0))
+    server.start()
+
+    async def go() -> dict[str, Any]:
+        async with Browser(1440, 1000) as b:
+            await b.goto(server.url + "/console")
+            await b.wait_for("window.inferslice?.last && document.querySelectorAll('article.tier').length === 3")
+            page = await b.eval(
+                """({ stale: document.querySelectorAll('[data-stale]').length,
+                     regimes: [...document.querySelectorAll('[data-regime]')].map(n => n.innerText),
+                     windows: document.querySelector("[data-source='diagnosis windows']").innerText })"""
+            )
+            return {**page, "errors": [m for m in b.console if m.startswith("EXCEPTION")]}
+
+    try:
+        page = run(go())
+    finally:
+        server.stop()
+        store.close()
+    assert page["stale"] == 3 and page["errors"] == []
+    assert page["regimes"] == ["no verdict"] * 3
+    assert "no window recorded yet" in page["windows"]
