@@ -128,7 +128,12 @@ def _judge(
         else:
             cause = Q if c.cause == FORECAST else Regime(c.cause) if c.cause in Regime._value2member_map_ else None
             failed = cause is not None and cause in present
-            if failed and c.kind is ActionKind.SET_CAP and isinstance(c.value, (int, float)) and _link_uses(ss, float(c.value)):
+            if (
+                failed
+                and c.kind is ActionKind.SET_CAP
+                and isinstance(c.value, (int, float))
+                and _link_uses(ss, float(c.value), p.settings.link_used_ratio)
+            ):
                 events.append(
                     ControlEvent(now_s, p.tier, "insufficient", f"cap {c.value:g} bit/s binds again: raise further", c.cause, c.action_id)
                 )
@@ -149,10 +154,10 @@ def _judge(
     return replace(st, checks=tuple(keep), futile=tuple(dict.fromkeys(futile))), rollbacks
 
 
-def _link_uses(ss: SliceState, cap_bps: float) -> bool:
+def _link_uses(ss: SliceState, cap_bps: float, ratio: float) -> bool:
     snap = ss.snapshot
     rx = snap.link_rx_bps if snap is not None else None
-    return rx is not None and rx >= 0.9 * cap_bps
+    return rx is not None and rx >= ratio * cap_bps
 
 
 def _rollback_safe(c: Check, present: set[Regime]) -> bool:
@@ -329,7 +334,9 @@ def decide(
                 and cap is not None
                 and cap < p.bandwidth_budget_bps
             ):
-                new_cap = min(max(demand * s.cap_headroom, cap * s.cap_headroom), p.bandwidth_budget_bps)
+                hidden = demand <= cap * 1.05  # nothing shows more demand than the cap lets through
+                step = s.cap_probe_factor if hidden else s.cap_headroom
+                new_cap = min(max(demand * s.cap_headroom, cap * step), p.bandwidth_budget_bps)
                 actions.append(
                     Action(
                         ActionKind.SET_CAP,
@@ -348,7 +355,7 @@ def decide(
                     events.append(
                         ControlEvent(now_s, p.tier, "budget_exhausted", f"cap raised to the budget {new_cap / 1e6:g} Mbit/s", N.value)
                     )
-            elif (N.value, ActionKind.RELOCATE.value) not in futile and ActionKind.RELOCATE not in decided:
+            elif ss.relocatable and (N.value, ActionKind.RELOCATE.value) not in futile and ActionKind.RELOCATE not in decided:
                 need = (demand or 0.0) * s.cap_headroom
                 act, why_not = _relocate(p, ss, N, now_s, st, by_bandwidth=need)
                 if act is not None:
@@ -358,7 +365,7 @@ def decide(
                     events.append(ControlEvent(now_s, p.tier, "budget_exhausted", f"bandwidth budget spent and {why_not}", N.value))
         elif r is C:
             act = None
-            if (C.value, ActionKind.RELOCATE.value) not in futile and ActionKind.RELOCATE not in decided:
+            if ss.relocatable and (C.value, ActionKind.RELOCATE.value) not in futile and ActionKind.RELOCATE not in decided:
                 act, _ = _relocate(p, ss, C, now_s, st)
             if act is not None:
                 actions.append(act)
@@ -378,8 +385,10 @@ def decide(
     if want_replicas is None and not network_only and fc is not None and (FORECAST, ActionKind.SET_REPLICAS.value) not in futile:
         mu = _service_rate(st, p)
         n = min(math.ceil(min(fc.upper / (mu * s.target_utilisation), 1e6) - 1e-9), limit)
-        rising = lam is not None and fc.mean > lam
-        if n > target and rising:
+        n_mean = math.ceil(min(fc.mean / (mu * s.target_utilisation), 1e6) - 1e-9)
+        # Pre-scale for a trend, not for noise: the forecast mean itself must outgrow the replicas,
+        # then size for the upper bound.
+        if n > target and n_mean > target and lam is not None and fc.mean > lam:
             why = f"forecast: {fc.upper:.2f} req/s (upper bound) by t+{horizon:.0f} s, one cold start ahead; {mu:.2f} req/s per replica"
             want_replicas = (n, FORECAST, why, max(0.0, fc.at_s - now_s))
 

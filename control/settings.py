@@ -25,6 +25,8 @@ class ControlSettings:
     min_confidence: float = 0.4  # weaker verdicts change nothing: a wrong remedy costs a cold start
     # -- network ----------------------------------------------------------------------------------
     cap_headroom: float = 1.3  # cap = demand x 1.3: demand grew 0.91 -> 1.32 Mbps (+45 %) per load step in the brief
+    cap_probe_factor: float = 2.0  # demand hidden behind the cap (nothing shows more than it carries): double, reclaim trims later
+    link_used_ratio: float = 0.8  # a raised cap is used when the link carries >= 80 % of it (HTB pins ~0.92 x cap)
     demand_inflation_max: float = 8.0  # unconstrained demand is at most 8x what a pinned link carries (brief: TPOT 26 -> 280 ms)
     # -- compute ----------------------------------------------------------------------------------
     contended_share: float = 0.9  # a replica below 90 % of its GPU share has a neighbour (the classifier's gpu_share_reduced)

@@ -29,6 +29,7 @@ class SliceState:
     pop_rtt_s: Mapping[str, float] = field(default_factory=dict)  # PoP -> RTT to the client gateway
     pop_headroom_bps: Mapping[str, float] = field(default_factory=dict)  # PoP -> bandwidth this tier could get to clients from there
     pair_rtt_s: Mapping[str, float] = field(default_factory=dict)  # "a|b" (sorted) -> RTT between two PoPs
+    relocatable: bool = True  # False: the backend cannot move replicas (compute then scales out within quota)
 
     @property
     def replicas_ready(self) -> int:

@@ -43,6 +43,7 @@ def slice_state(
     policies: Mapping[str, TierPolicy],
     topology: Topology,
     pop_headroom_bps: Mapping[str, float] | None = None,
+    relocatable: bool = True,
 ) -> SliceState:
     gw = topology.client.gateway
     pop_rtt = {
@@ -59,4 +60,5 @@ def slice_state(
         pop_rtt_s=pop_rtt,
         pop_headroom_bps=dict(pop_headroom_bps or {}),
         pair_rtt_s=pairs,
+        relocatable=relocatable,
     )

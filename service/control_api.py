@@ -1,6 +1,7 @@
 """The control part of the API: actions from the controller's audit log, and operators' verdicts.
 
     GET  /v1/actions?state=pending&slice=premium   (read: open)
+    GET  /v1/control/events?slice=free             (at_ceiling, futile, effective, ...; read: open)
     POST /v1/actions/{id}/approve                  (bearer token; body optional: {"by": "alice"})
     POST /v1/actions/{id}/reject
 
@@ -47,6 +48,13 @@ def mount_control(
         if state is not None and state not in STATES:
             raise HTTPException(422, [{"loc": ["query", "state"], "msg": f"state must be one of {list(STATES)}", "type": "value_error"}])
         return _json(audit.actions(state=state, tier=slice_name, limit=limit))
+
+    @app.get("/v1/control/events", tags=["actions"])
+    def get_events(
+        slice_name: Annotated[str | None, Query(alias="slice")] = None, limit: Annotated[int, Query(ge=1, le=10000)] = 1000
+    ) -> Response:
+        """The controller's events: at_ceiling (naming the admission policy), futile, effective, measured cold starts."""
+        return _json(audit.events(slice_name, limit))
 
     def _decide(action_id: str, approve: bool, body: Verdict | None) -> Response:
         if audit.action(action_id) is None:

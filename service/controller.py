@@ -34,7 +34,7 @@ from inferslice.control.actuators.base import (
     RetryableActuatorError,
     TierObservation,
 )
-from inferslice.control.guardrails import guard
+from inferslice.control.guardrails import GuardState, guard
 from inferslice.control.policy import decide
 from inferslice.control.settings import TierPolicy
 from inferslice.control.state import ControlEvent, ControlState, drop_check, mark_applied
@@ -128,6 +128,7 @@ class Controller:
         self.states, self.guard_state = audit.states()
         self.last_tick_s: float | None = None
         self.last_error: str | None = None
+        self._dry_guard: GuardState | None = None
 
     # -- one step ----------------------------------------------------------------------------------
     def tick(self) -> TickReport:
@@ -160,6 +161,7 @@ class Controller:
     ) -> tuple[list[Action], int, list[ControlEvent]]:
         cluster = cluster_view(observed, self.policies)
         headroom = self.pop_headroom_bps() if self.pop_headroom_bps else None
+        relocatable = ActionKind.RELOCATE in self.actuator.kinds
         proposed: list[Action] = []
         new_states: dict[str, ControlState] = {}
         diag_of: dict[str, dict[str, Any] | None] = {}
@@ -168,13 +170,20 @@ class Controller:
             if obs is None:
                 continue
             diagnosis, snapshot = verdicts.get(tier, (None, None))
-            ss = slice_state(tier, obs, snapshot, cluster, self.policies, self.topology, headroom)
+            ss = slice_state(tier, obs, snapshot, cluster, self.policies, self.topology, headroom, relocatable)
             actions, st = decide(diagnosis, ss, policy, now, self.states.get(tier, ControlState()))
             proposed.extend(actions)
             new_states[tier] = st
             diag_of[tier] = diagnosis.to_dict() if diagnosis is not None else None
             self._observe_metrics(tier, st, snapshot)
-        allowed, refused, gstate = guard(proposed, cluster, self.policies, self.guard_state, now)
+        if self.mode is Mode.DRY_RUN:
+            # Dry-run decisions keep their own cooldowns and rate (in memory) and never count against
+            # what a later auto or approve run may do; only their ids are remembered.
+            allowed, refused, dry = guard(proposed, cluster, self.policies, self._dry_guard or self.guard_state, now)
+            self._dry_guard = dry
+            gstate = GuardState(self.guard_state.history, dry.seen_ids)
+        else:
+            allowed, refused, gstate = guard(proposed, cluster, self.policies, self.guard_state, now)
         initial = _INITIAL_STATE[self.mode]
         for r in refused:  # nothing refused is ever judged
             if r.action.slice in new_states:

@@ -60,6 +60,8 @@ class PlatformSettings:
     goodput: str = "ttft:500"  # the load generators' goodput criterion (vllm bench's --goodput)
     db_path: Path | None = None  # the API's SQLite history (None: <work>/inferslice.db)
     controller: ControllerFactory | None = None  # the control loop, started after the API (None: diagnosis only)
+    control_db: Path | None = None  # the controller's audit log: the API serves its actions (approve/reject) from it
+    control_port: int | None = None  # the controller's /metrics, scraped as job inferslice-control
 
 
 @dataclass
@@ -196,6 +198,8 @@ class Platform:
         ]
         if s.api:
             jobs.append(ScrapeJob("inferslice-api", [f"127.0.0.1:{self.api_port}"]))
+        if s.control_port is not None:
+            jobs.append(ScrapeJob("inferslice-control", [f"127.0.0.1:{s.control_port}"]))
         am = f"127.0.0.1:{self.alertmanager.port}" if self.alertmanager else None
         self.prometheus = Prometheus(self.work / "prometheus", prometheus_config(jobs, s.scrape_interval_s, [str(rules)], am))
         self._start(self.prometheus)
@@ -214,6 +218,8 @@ class Platform:
         ]  # fmt: skip
         if s.api_window_s is not None:
             argv += ["--window-s", str(s.api_window_s)]
+        if s.control_db is not None:
+            argv += ["--control-db", absolute(s.control_db)]
         return argv
 
     def _start(self, proc: ManagedProcess) -> None:

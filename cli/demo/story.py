@@ -16,6 +16,7 @@ class TierLoad:
     concurrency: int
     cap_bps: float | None = None  # client-edge receive cap; None = uncapped
     gpu_share: float = 1.0  # effective GPU share of the tier's replicas; < 1 = a co-tenant
+    keep_cap: bool = False  # leave the cap as it is (the controller owns it in this phase)
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class Phase:
     duration_s: float
     loads: Mapping[str, TierLoad]
     expect: Mapping[str, str]  # tier -> regime the platform should diagnose once settled
+    control: str = "dry-run"  # the controller's mode in this phase: dry-run (propose only) | auto | approve
 
 
 @dataclass(frozen=True)
@@ -40,8 +42,12 @@ class Story:
         return replace(self, phases=tuple(replace(p, duration_s=max(8.0, seconds)) for p in self.phases))
 
 
-# Free's admission limit is 14 in flight (1 replica), so 24 clients queue; Standard needs ~0.9 Mbit/s
+# Free's admission limit is 12 in flight (1 replica), so 24 clients queue; Standard needs ~0.9 Mbit/s
 # at 10 clients, so 0.5 Mbit/s binds; a 0.35 share slows Premium's decode ~3x with no queue.
+# The controller watches throughout: in dry-run while the regimes develop (it records what it would
+# do), in auto for the remedies (Standard's cap is the controller's to raise; Free is at its ceiling,
+# which the controller reports instead of acting), in approve for a load step on Premium that the
+# demo approves through the API.
 DEFAULT_STORY = Story(
     phases=(
         Phase(
@@ -60,10 +66,19 @@ DEFAULT_STORY = Story(
         ),
         Phase(
             "remedies",
-            "Standard's cap raised and Premium's co-tenant gone; Free stays queued at its 1-replica ceiling",
-            40.0,
-            {"free": TierLoad(24), "standard": TierLoad(10, cap_bps=5e6), "premium": TierLoad(8)},
+            "the controller in auto: it raises Standard's cap and reports Free at its ceiling; Premium's co-tenant leaves",
+            45.0,
+            {"free": TierLoad(24), "standard": TierLoad(10, keep_cap=True), "premium": TierLoad(8)},
             {"free": "queue_limited", "standard": "healthy", "premium": "healthy"},
+            control="auto",
+        ),
+        Phase(
+            "approval",
+            "the controller in approve: Premium's load steps up, the scale-out waits for an operator, the demo approves it",
+            50.0,
+            {"free": TierLoad(4), "standard": TierLoad(4, keep_cap=True), "premium": TierLoad(22)},
+            {"free": "healthy", "standard": "healthy", "premium": "healthy"},
+            control="approve",
         ),
     ),
     replicas={"free": 1, "standard": 2, "premium": 2},

@@ -176,3 +176,10 @@ def test_attributed_queue_seconds_size_the_scale_out() -> None:
     snap = SliceSnapshot("premium", request_rate=4.0, requests_waiting=1.0, queue_time_p99_s=0.5)
     actions, _ = decide(d, state_of("premium", {"premium": 2}, snap), POLICIES["premium"], 0.0, ControlState())
     assert [a.value for a in actions] == [5]
+
+
+def test_compute_scales_out_when_the_backend_cannot_move_replicas() -> None:
+    snap = SliceSnapshot("standard", request_rate=1.0, gpu_share=0.5)
+    ss = replace(state_of("standard", {"standard": 1, "free": 1}, snap, share=0.5), relocatable=False)
+    [a], _ = decide(diag("standard", C), ss, POLICIES["standard"], 5.0, ControlState())
+    assert (a.kind, a.value) == (ActionKind.SET_REPLICAS, 2)  # ceil(1 / 0.5) = 2, within Standard's quota of 3

@@ -1,0 +1,88 @@
+"""The demo report's control section: each action the controller took, its cause and its measured
+effect (the tier's regime and P99 TTFT before the action and once it should have helped)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def _at(history: Sequence[Mapping[str, Any]], t: float) -> Mapping[str, Any] | None:
+    """The diagnosis whose window ended last at or before ``t``."""
+    best = None
+    for d in history:
+        end = d.get("window_end_s")
+        if end is not None and float(end) <= t and (best is None or float(end) > float(best["window_end_s"])):
+            best = d
+    return best
+
+
+def _first_after(history: Sequence[Mapping[str, Any]], t: float) -> Mapping[str, Any] | None:
+    """The first diagnosis whose window ended at or after ``t``."""
+    later = [d for d in history if d.get("window_end_s") is not None and float(d["window_end_s"]) >= t]
+    return min(later, key=lambda d: float(d["window_end_s"])) if later else None
+
+
+def _ttft_p99(d: Mapping[str, Any] | None) -> str:
+    if d is None:
+        return "—"
+    att = d.get("attribution") or {}
+    share = att.get("ttft_p99") if isinstance(att, dict) else None
+    if isinstance(share, dict) and share.get("observed_s") is not None:
+        return f"{float(share['observed_s']):.2f} s"
+    for e in d.get("evidence") or []:
+        if e.get("signal") in ("ttft_p99_s", "ttft_p99") and e.get("value") is not None:
+            return f"{float(e['value']):.2f} s"
+    return "—"
+
+
+def phase_of(t: float, timeline: Sequence[tuple[Any, float, float]]) -> str:
+    for phase, start, end in timeline:
+        if start <= t <= end:
+            return str(phase.name)
+    return "-"
+
+
+def control_section(
+    actions: Sequence[Mapping[str, Any]],
+    history: Mapping[str, Sequence[Mapping[str, Any]]],
+    timeline: Sequence[tuple[Any, float, float]],
+    events: Sequence[Mapping[str, Any]] = (),
+) -> list[str]:
+    refused = [a for a in actions if a.get("state") == "refused"]
+    actions = [a for a in actions if a.get("state") != "refused"]
+    lines = [
+        "",
+        "## Control actions (the controller's own decisions)",
+        "",
+        "| phase | mode | action | tier | value | cause | state | approved by | regime before -> after"
+        " | P99 TTFT before -> after | outcome |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in actions:
+        a = row.get("action", {})
+        tier = str(row.get("tier"))
+        decided = float(row.get("decided_s") or 0.0)
+        applied = row.get("applied_s")
+        hist = history.get(tier, [])
+        before = _at(hist, decided)
+        after = None
+        if applied is not None:
+            delay = float(a.get("expected_by_s") or decided) - decided
+            after = _first_after(hist, float(applied) + max(delay, 4.0))
+        value = a.get("value")
+        shown = f"{float(value) / 1e6:.2f} Mbit/s" if a.get("kind") == "set_cap" and isinstance(value, (int, float)) else str(value)
+        lines.append(
+            f"| {phase_of(decided, timeline)} | {row.get('mode')} | {a.get('kind')} | {tier} | {shown} | {a.get('regime')}"
+            f" | {row.get('state')} |"
+            f" {row.get('approved_by') or '-'} | {before['regime'] if before else '—'} -> {after['regime'] if after else '—'} |"
+            f" {_ttft_p99(before)} -> {_ttft_p99(after)} | {row.get('outcome') or '-'} |"
+        )
+    if not actions:
+        lines.append("| - | - | (no actions) | | | | | | | | |")
+    lines += ["", f"{len(refused)} further proposals were refused by the guardrails (cooldowns, rate, duplicate ids); see the audit log."]
+    notable = [e for e in events if e.get("kind") in ("at_ceiling", "futile", "budget_exhausted")]
+    if notable:
+        lines += ["", "Controller events:"]
+        lines += [f"- {phase_of(float(e['at_s']), timeline)}: {e['kind']} ({e['tier']}): {e['message']}" for e in notable]
+    return lines
