@@ -3,8 +3,8 @@
 # tests/engine_real; (2) a real Ray Serve (one application per tier, in `unshare --net`): tests/rayserve.
 # Installs first: the vLLM venv by testbed/vllm/install_cpu.sh (its own venv, 3.4 GB), the `ray` extra
 # into the clone's venv. Only a refused install (registry down, package withdrawn) is a skip, printed;
-# a failing test fails CI. Figures on this 2-core machine (pip cache warm): vLLM venv 85 s, ray 16 s,
-# real-vLLM test ~55-120 s, real-Ray test ~90 s.
+# a failing test fails CI. Figures on this 2-core machine: vLLM venv 254 s without the pip cache (85 s
+# warm), ray 51 s without the cache (16 s warm), real-vLLM test 55-110 s, real-Ray test ~90 s.
 set -uo pipefail
 VENV_BIN=${VENV_BIN:-.venv/bin}
 WORK=${CI_WORK:-$(mktemp -d)}
