@@ -72,7 +72,9 @@ def run(args: argparse.Namespace) -> int:
         if args.source != "none":
             targets = tuple(t.strip() for t in args.targets.split(",") if t.strip())
             settings = SourceSettings(args.source, args.prometheus_url, targets, args.perspective, args.window_s)
-            loop = DiagnosisLoop(make_source(settings, topology), service.ingest, LoopSettings(args.interval_s, args.window_s))
+            loop = DiagnosisLoop(
+                make_source(settings, topology), service.ingest, LoopSettings(args.interval_s, args.window_s), batch=service.store.batch
+            )
             app.state.loop = loop
             loop.start()
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
