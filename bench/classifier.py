@@ -100,7 +100,6 @@ def bench_classifier(n: int, repeats: int = 3) -> dict[str, float]:
 # -- API latency -----------------------------------------------------------------------------------
 
 
-
 def serve(port: int, db: str) -> None:
     """Child process: the real app on uvicorn, as ``inferslice api`` runs it."""
     import uvicorn

@@ -49,7 +49,6 @@ def _sh(*args: str, stdin: str | None = None) -> None:
     subprocess.run(list(args), check=True, input=stdin, capture_output=True, text=True, timeout=600)
 
 
-
 def http_get(port: int, netns: str | None) -> bytes:
     sock = in_netns(netns, lambda: socket.create_connection(("127.0.0.1", port), timeout=10))
     with sock:

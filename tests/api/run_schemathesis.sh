@@ -25,6 +25,8 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 # --header carries the token to every request; the ignored_auth check also sends them without it.
+# Run from the scratch directory: schemathesis keeps its replay cassettes in ./.schemathesis.
+cd "$work"
 "$bin/schemathesis" run "$base/openapi.json" \
   --checks all --phases examples,coverage,fuzzing,stateful \
   --header "Authorization: Bearer $token" \
