@@ -13,6 +13,8 @@ Every label comes from what was done to the tier, never from a classifier:
   uncapped demand at the same concurrency (the ``fixed`` 0.5 Mbit/s cut), plus ``queue`` when the
   clients exceed the admission capacity. Counterfactual truth: the same point uncapped (the cap
   removed) and the tier's unloaded reference (the queue removed) give each cause's true share.
+- ``compound``: ``bench.diagnosis_compound``'s phases (two causes on one tier, then each removed);
+  truth: the phase's causes; counterfactual truth: the tier's phase with that cause removed.
 - ``brief``: operating points written by hand from the brief's figures (``corpus_brief``).
 
 The reference each window is judged against comes from truth-healthy windows of the same tier
@@ -134,6 +136,55 @@ def injection_windows(result: Mapping[str, Any], windows: Sequence[Mapping[str, 
     return out
 
 
+# -- the compound scenarios (bench.diagnosis_compound) ---------------------------------------------
+_STATS = ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s")
+
+
+def _mean_stats(snaps: Sequence[SliceSnapshot]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for f in _STATS:
+        vals = [getattr(s, f) for s in snaps if getattr(s, f) is not None]
+        if vals:
+            out[f] = sum(vals) / len(vals)
+    return out
+
+
+def compound_windows(
+    result: Mapping[str, Any], windows: Sequence[Mapping[str, Any]], source: str, margin_s: float = 2.0
+) -> list[dict[str, Any]]:
+    """Windows wholly inside a phase, labelled with that phase's causes; each cause's counterfactual is
+    the mean of the tier's phase with exactly that cause removed."""
+    phases = result["phases"]
+    out: list[dict[str, Any]] = []
+    for tier in result["plans"]:
+        rows = [(float(w["ts"]), snapshot_from_dict(w["snapshot"])) for w in windows if w["slice"] == tier]
+        inside: dict[int, list[tuple[float, SliceSnapshot]]] = {}
+        for t, s in rows:
+            start = t - (s.window_s or 0.0)
+            ph = next((p for p in phases if p["at_s"] + margin_s <= start and t <= p["until_s"]), None)
+            if ph is not None and (s.ttft_p50_s is not None or s.tpot_p50_s is not None):
+                inside.setdefault(int(ph["phase"]), []).append((t, s))
+        causes_of = {int(p["phase"]): frozenset(p["tiers"][tier]["causes"]) for p in phases}
+        ref = _reference_from([s for _, s in inside.get(0, [])][1:])
+        means = {k: _mean_stats([s for _, s in v]) for k, v in inside.items()}
+        history = [{"t": t, **{k: v for k, v in s.to_dict().items() if k in SERIES_FIELDS}} for t, s in rows]
+        for k, members in sorted(inside.items()):
+            causes = causes_of[k]
+            cf = {}
+            for c in causes:
+                twin = next((j for j, cs in causes_of.items() if cs == causes - {c} and j in means), None)
+                if twin is not None:
+                    cf[f"without_{c}"] = means[twin]
+            change_at = next(p["at_s"] for p in phases if int(p["phase"]) == k)
+            for t, s in members:
+                before = [h for h in history if h["t"] <= change_at][-8:]
+                since = [h for h in history if change_at < h["t"] <= t][-8:]
+                out.append(record(f"compound-{source}-{tier}-{t:.1f}", "compound", f"{tier}-phase{k}", sorted(causes), s, ref,
+                                  source=source, change_at_s=change_at, context=before + since,
+                                  **({"counterfactual": cf} if cf else {})))  # fmt: skip
+    return out
+
+
 # -- the sweeps' operating points -----------------------------------------------------------------
 def _point_snapshot(p: Mapping[str, Any], slo_s: float) -> SliceSnapshot:
     return SliceSnapshot(
@@ -211,6 +262,16 @@ def build(results_dir: Path, top: Topology, edge_dirs: Sequence[Path] = ()) -> l
                 rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
                 tag = source if run_dir == diag else f"{source}-{run_dir.name}"
                 records.extend(injection_windows(result, rows, tag))
+    for run_dir in sorted(p for p in results_dir.glob("diagnosis-compound*") if p.is_dir()):
+        phases_file = run_dir / "phases.json"
+        if not phases_file.exists():
+            continue
+        result = json.loads(phases_file.read_text())
+        for source in INJECTION_SOURCES:
+            path = run_dir / f"windows-{source}-4s.jsonl"
+            if path.exists():
+                rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+                records.extend(compound_windows(result, rows, source))
     for family in ("differentiation", "client-bandwidth"):
         summary = results_dir / family / "summary.json"
         if summary.exists():

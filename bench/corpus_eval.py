@@ -200,17 +200,25 @@ def attribution_error(records: Sequence[Mapping[str, Any]], th: Thresholds = DEF
         d = classify(snap, ref, th)
         if d.attribution is None:
             continue
-        without = cf["without_network"]
         for stat, field in stats.items():
             share = d.attribution.share(stat)
-            obs, alone = getattr(snap, field), without.get(field)
-            if share is None or obs is None or alone is None or share.reference_s is None:
+            obs = getattr(snap, field)
+            if share is None or obs is None or share.reference_s is None:
                 continue
             excess = obs - share.reference_s
             if excess <= 0:
                 continue
-            truth = {"network": max(0.0, obs - alone), "queue": max(0.0, alone - share.reference_s) if "queue" in rec["causes"] else 0.0}
-            truth["compute"] = 0.0
+            truth: dict[str, float] = {}
+            for r in RESOURCES:
+                alone = cf.get(f"without_{r}", {}).get(field)
+                if r not in rec["causes"]:
+                    truth[r] = 0.0
+                elif alone is not None:
+                    truth[r] = max(0.0, obs - alone)
+                elif r == "queue" and cf.get("without_network", {}).get(field) is not None:
+                    truth[r] = max(0.0, cf["without_network"][field] - share.reference_s)  # the queue alone, over the reference
+            if set(truth) != set(RESOURCES):
+                continue
             for r in RESOURCES:
                 err = abs(share.seconds(r) - min(truth[r], excess))
                 ms.append(1000 * err)

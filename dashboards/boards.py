@@ -270,6 +270,19 @@ def tier_dashboard(topology: Topology, tier: Tier, api_url: str) -> dict[str, An
             description="Regime now (value 1) and the classifier's confidence; the evidence is in the API's JSON.",
         ),
         p.text("Evidence", evidence, w=6),
+        p.row("Where the latency goes"),
+        *(
+            p.timeseries(
+                f"Where the latency goes: {label}",
+                [Query(q.latency_attribution(s, stat), "{{resource}}")],
+                p.SECONDS,
+                w=12,
+                stack=True,
+                description="Seconds of the statistic attributed to queue, network and compute by the diagnosis; "
+                "base is the reference level plus what no resource explains. The stack is the observed statistic.",
+            )
+            for stat, label in (("ttft_p99", "P99 TTFT"), ("tpot_p99", "P99 TPOT"))
+        ),
     )
     return p.dashboard(
         dashboard_uid_for_tier(tier.name),

@@ -133,6 +133,11 @@ def link_utilisation(direction: str, window: str) -> str:
     return f"{link_bits(direction, '', window, by)} / on ({', '.join(by)}) {link_cap(direction, '', by)}"
 
 
+def latency_attribution(selector: str, stat: str) -> str:
+    """Seconds of ``stat`` per resource (queue, network, compute, base) from the diagnosis API."""
+    return f'max by (resource) ({m.LATENCY_ATTRIBUTION}{{{selector},stat="{stat}"}})'
+
+
 def regime_active(selector: str) -> str:
     return f"max by (slice, regime) ({m.DIAGNOSIS_REGIME}{{{selector}}}) == 1"
 

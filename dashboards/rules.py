@@ -74,6 +74,15 @@ class TtftStage:
     for_: str
 
 
+# Where the P99 TTFT goes in the latest window (the API's attribution gauge), per resource; rendered
+# when the alert fires, so the page says how much of the latency each cause explains.
+ATTRIBUTION_TEMPLATE = (
+    f'{{{{ with query (printf `max by (resource) ({m.LATENCY_ATTRIBUTION}{{slice="%s",stat="ttft_p99"}})` $labels.slice) }}}}'
+    'P99 TTFT: {{ range . }}{{ .Labels.resource }} {{ printf "%.3g" .Value }} s; {{ end }}'
+    "{{ else }}no attribution exported{{ end }}"
+)
+
+
 def ttft_stages(tier: Tier) -> tuple[TtftStage, ...]:
     """Severity ladder of the P99 TTFT alert for a tier, from its attainment objective."""
     if tier.attainment_objective >= 0.999:
@@ -210,6 +219,7 @@ def tier_group(tier: Tier, api_url: str) -> dict[str, Any]:
                 "evidence": f"{api}/v1/slices/{{{{ $labels.slice }}}} (diagnosis.evidence); panels: {dash}",
                 "diagnosis_url": f"{api}/v1/slices/{{{{ $labels.slice }}}}",
                 "remedy": remedy + "{{ end }}",
+                "attribution": ATTRIBUTION_TEMPLATE,
                 "dashboard": dash,
             },
         }

@@ -78,6 +78,9 @@ CLIENT_TOKENS = "gen_ai_client_token_usage"  # histogram {gen_ai_token_type}
 DIAGNOSIS_REGIME = "inferslice_diagnosis_regime"  # {slice,regime} 1 for the current regime
 DIAGNOSIS_CONFIDENCE = "inferslice_diagnosis_confidence"  # {slice}
 DIAGNOSIS_EPISODES = "inferslice_diagnosis_episodes_total"  # {slice,regime}
+# {slice,resource,stat}: seconds of the current window's statistic (ttft_p50, ttft_p99, tpot_p50, tpot_p99)
+# attributed to resource (queue, network, compute, base); the four resources sum to the observed statistic.
+LATENCY_ATTRIBUTION = "inferslice_latency_attribution_seconds"
 CONTROL_ACTIONS = "inferslice_control_actions_total"  # {slice,kind,outcome}
 CONTROL_DESIRED = "inferslice_control_desired"  # {slice,kind} latest decided target (replicas, cap bit/s)
 CONTROL_APPLIED = "inferslice_control_applied"  # {slice,kind} latest applied target

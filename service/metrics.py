@@ -6,14 +6,15 @@ API exports the same regime and episode counts it had before: both live in SQLit
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from inferslice import metric_names as mn
-from inferslice.diagnosis import Regime
+from inferslice.diagnosis import ATTRIBUTION_STATS, RESOURCES, Regime
 from inferslice.service.store import Store
 
 
@@ -38,6 +39,25 @@ class DiagnosisCollector(Collector):
         yield regime
         yield confidence
         yield episodes
+        yield attribution_family(self.store.latest_diagnoses())
+
+
+def attribution_family(latest: Mapping[str, Mapping[str, Any]]) -> GaugeMetricFamily:
+    """Where each slice's latency goes in its latest window (``Diagnosis.attribution``)."""
+    family = GaugeMetricFamily(
+        mn.LATENCY_ATTRIBUTION,
+        "seconds of the latest window's latency statistic attributed to each resource (base: the reference and the unexplained)",
+        labels=["slice", "resource", "stat"],
+    )
+    for slice_name, diag in sorted(latest.items()):
+        attribution = diag.get("attribution") or {}
+        for stat in ATTRIBUTION_STATS:
+            share = attribution.get(stat)
+            if not share:
+                continue
+            for resource in (*RESOURCES, "base"):
+                family.add_metric([slice_name, resource, stat], float(share.get(f"{resource}_s", 0.0)))
+    return family
 
 
 class ApiMetrics:

@@ -219,6 +219,12 @@ def test_metrics(client: Any, clock: Any) -> None:
     assert samples[(mn.DIAGNOSIS_REGIME, (("regime", "healthy"), ("slice", "free")))] == 0.0
     assert samples[(mn.DIAGNOSIS_CONFIDENCE, (("slice", "free"),))] >= 0.7
     assert samples[(mn.DIAGNOSIS_EPISODES, (("regime", "queue_limited"), ("slice", "free")))] == 1.0
+    # Where the latency goes: the four resources add up to the observed P99 TTFT (5 s), most of it queue.
+    attributed = {
+        r: samples[(mn.LATENCY_ATTRIBUTION, (("resource", r), ("slice", "free"), ("stat", "ttft_p99")))]
+        for r in ("queue", "network", "compute", "base")
+    }
+    assert abs(sum(attributed.values()) - 5.0) < 1e-6 and attributed["queue"] > 4.0
     assert samples[(mn.API_REQUESTS, (("method", "POST"), ("route", "/v1/snapshots"), ("status", "201")))] == 3.0
     # the route template labels requests, never the raw path
     assert samples[(mn.API_REQUESTS, (("method", "GET"), ("route", "/v1/slices/{slice_name}"), ("status", "404")))] == 1.0
