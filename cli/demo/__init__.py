@@ -26,10 +26,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topology", default=None, help="topology file (default: testbed/topology.yaml)")
     parser.add_argument("--state-dir", type=Path, default=None, help="testbed state directory (default /run/inferslice)")
     parser.add_argument("--speed", type=float, default=1.0, help="scale every phase's duration (e.g. 0.4 for a quick run)")
-    parser.add_argument("--phase-s", type=float, default=None, metavar="S",
-                        help="every phase lasts S seconds (a short story for CI; same code path); overrides --speed")
-    parser.add_argument("--no-live", action="store_true",
-                        help="print one compact line per diagnosis window instead of the live table (also when stdout is not a terminal)")
+    parser.add_argument(
+        "--phase-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="every phase lasts S seconds (a short story for CI; same code path); overrides --speed",
+    )
+    parser.add_argument(
+        "--no-live",
+        action="store_true",
+        help="print one compact line per diagnosis window instead of the live table (also when stdout is not a terminal)",
+    )
     parser.add_argument("--keep", action="store_true", help="leave the testbed up at the end (everything else stops)")
 
 
@@ -224,11 +232,14 @@ def _report(stack: Any, story: Any, timeline: list[tuple[Any, float, float]], ou
         f"Generated {time.strftime('%Y-%m-%d %H:%M:%S')}. Diagnoses from the API's loop over Prometheus "
         f"(client-perceived TTFT/TPOT, kernel link rates), one window every {stack.topology.timing.scrape_interval_s:g} s.",
         "",
-        "| phase | tier | expected | diagnosed (settled majority) | share of settled windows | windows | ok |",
-        "|---|---|---|---|---|---|---|",
+        "| phase | tier | expected | diagnosed (settled majority) | share of settled windows | windows | ok | where P99 TTFT goes (mean) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for v in verdicts:
-        lines.append(f"| {v.phase} | {v.tier} | {v.expected} | {v.observed} | {v.share:.0%} | {v.windows} | {'yes' if v.ok else 'NO'} |")
+        where = ", ".join(f"{r} {s:.2f} s" for r, s in v.attribution.items() if s >= 0.005) or "-"
+        lines.append(
+            f"| {v.phase} | {v.tier} | {v.expected} | {v.observed} | {v.share:.0%} | {v.windows} | {'yes' if v.ok else 'NO'} | {where} |"
+        )
     firing = sorted({(a.get("labels", {}).get("alertname", "?"), a.get("labels", {}).get("slice", "-")) for a in alerts})
     lines += ["", f"Alerts delivered by Alertmanager to the API webhook: {len(alerts)}"]
     lines += [f"- {name} ({tier})" for name, tier in firing]
@@ -236,8 +247,11 @@ def _report(stack: Any, story: Any, timeline: list[tuple[Any, float, float]], ou
 
     actions = stack.api_get("/v1/actions") or []
     lines += control_section(actions, history, timeline, stack.api_get("/v1/control/events") or [])
-    lines += ["", "Dashboards and rules generated for this topology are in `dashboards/`; the SQLite history is `inferslice.db`;"
-              " the controller's audit log is `platform/control.db`."]
+    lines += [
+        "",
+        "Dashboards and rules generated for this topology are in `dashboards/`; the SQLite history is `inferslice.db`;"
+        " the controller's audit log is `platform/control.db`.",
+    ]
     text = "\n".join(lines) + "\n"
     (out / "demo-report.md").write_text(text)
     (out / "demo-summary.json").write_text(

@@ -93,6 +93,9 @@ class PhaseVerdict:
     observed: str | None  # majority regime over the settled windows
     share: float  # fraction of settled windows with the expected regime
     windows: int
+    # Where the P99 TTFT went over the settled windows: mean seconds per resource (queue, network,
+    # compute, base) of the diagnoses' attribution; empty when none carried one.
+    attribution: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -114,5 +117,20 @@ def judge(
         counts = Counter(regimes)
         observed = counts.most_common(1)[0][0] if counts else None
         share = counts[expected] / len(regimes) if regimes else 0.0
-        out.append(PhaseVerdict(phase.name, tier, expected, observed, share, len(regimes)))
+        settled = [
+            d for d in diagnoses.get(tier, []) if d.get("window_end_s") is not None and settled_from <= float(d["window_end_s"]) <= end_s
+        ]
+        out.append(PhaseVerdict(phase.name, tier, expected, observed, share, len(regimes), attribution_mean(settled)))
     return out
+
+
+def attribution_mean(diagnoses: Sequence[Mapping[str, Any]], stat: str = "ttft_p99") -> dict[str, float]:
+    """Mean seconds of ``stat`` per resource over the diagnoses that carry an attribution for it."""
+    shares: list[Mapping[str, Any]] = []
+    for d in diagnoses:
+        share = (d.get("attribution") or {}).get(stat)
+        if share:
+            shares.append(share)
+    if not shares:
+        return {}
+    return {r: sum(float(s.get(f"{r}_s", 0.0)) for s in shares) / len(shares) for r in ("queue", "network", "compute", "base")}

@@ -56,3 +56,12 @@ def test_one_compact_line_per_window() -> None:
 
 def test_no_diagnosis_yet_reads_as_a_dash() -> None:
     assert window_line(PHASE, 2, 3, 75.0, {}) == "[2/3 75s] free -  standard -  premium -"
+
+
+def test_each_phase_verdict_says_where_the_p99_ttft_went() -> None:
+    from inferslice.cli.demo.story import attribution_mean
+
+    share = {"observed_s": 5.0, "reference_s": 0.1, "queue_s": 4.0, "network_s": 0.5, "compute_s": 0.0, "base_s": 0.5}
+    diags = [{"attribution": {"ttft_p99": share}}, {"attribution": {"ttft_p99": {**share, "queue_s": 2.0, "base_s": 2.5}}}, {}]
+    assert attribution_mean(diags) == {"queue": 3.0, "network": 0.5, "compute": 0.0, "base": 1.5}
+    assert attribution_mean([{"attribution": None}]) == {}
