@@ -176,6 +176,8 @@ class EngineHost:
         if rid not in self.replicas:
             raise KeyError(rid)
         if self.replicas[rid].real:
+            if share == 1.0:
+                return self.entry(rid)  # what a real vLLM has: setting it back is a no-op, not an error
             raise ValueError("a real vLLM's GPU share is not modelled")
         self.driver.advance()
         self.model.set_share(rid, share)
