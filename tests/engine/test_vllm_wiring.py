@@ -64,3 +64,56 @@ def test_services_pass_the_vllm_tiers_to_every_engine_host_only(tmp_path: Path) 
             assert got == base
     with pytest.raises(ConfigError):
         engine_services({"free": "vllm"}, tmp_path / "missing")
+
+
+FAKE_VLLM = """#!{python}
+# Stands in for `python -m vllm.entrypoints.openai.api_server ...`: serves /health on --host/--port.
+import sys, time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+args = sys.argv
+host, port = args[args.index("--host") + 1], int(args[args.index("--port") + 1])
+time.sleep(0.3)  # a (short) cold start
+class H(BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+HTTPServer((host, port), H).serve_forever()
+"""
+
+
+async def test_engine_host_runs_a_vllm_process_per_replica(tmp_path: Path) -> None:
+    import asyncio
+    import os
+    import socket
+    import sys
+
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_VLLM.format(python=sys.executable))
+    fake.chmod(0o755)
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    host = EngineHost(TOP, "bristol", engines={"free": "vllm"}, vllm=VllmSettings(str(fake), str(tmp_path)), log_dir=str(tmp_path))
+    await host.start("127.0.0.1", ports[0])
+    try:
+        entry = await host.add_replica("free-0", "free", 0, 0.5, "127.0.0.1", ports[1])
+        assert entry["engine"] == "vllm" and entry["state"] == "starting" and entry["pid"] != os.getpid()
+        pid = entry["pid"]
+        for _ in range(100):
+            if host.entry("free-0")["state"] == "ready":
+                break
+            await asyncio.sleep(0.1)
+        assert host.entry("free-0")["state"] == "ready"  # /health answered 200
+        assert host.set_share("free-0", 1.0)["gpu_share"] == 1.0
+        with pytest.raises(ValueError):
+            host.set_share("free-0", 0.5)
+        await host.remove_replica("free-0")
+        assert "free-0" not in host.replicas
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # the process is gone
+    finally:
+        await host.stop()
