@@ -202,7 +202,7 @@ function render(state, apiDown = false) {
   page.ctlKey = ctlKey;
   renderController(state.controller, titles, {
     pendingBody: $("pending-table").tBodies[0], timelineBody: $("timeline-table").tBodies[0], alertsList: $("alerts"),
-    tokenInput: $("token"), msgNode: $("ctl-msg"),
+    tokenInput: $("token"), msgNode: $("ctl-msg"), moreButton: $("timeline-more"),
   }, () => poll());
   renderSources(state, apiDown);
 }

@@ -4,6 +4,8 @@
 import { el, fmtTime, fmtValue, isNum, regimeLabel } from "./format.js";
 
 const TOKEN_KEY = "inferslice-console-token";
+const TIMELINE_ROWS = 10;
+let timelineOpen = false;
 
 export function setupToken(input, remember) {
   const saved = sessionStorage.getItem(TOKEN_KEY);
@@ -50,8 +52,9 @@ async function decide(action, verb, tokenInput, msgNode, refresh) {
 
 function cause(a) {
   const parts = [];
-  if (a.regime) parts.push(regimeLabel(a.regime));
-  if (a.reason) parts.push(a.reason);
+  // the controller's reasons often start with the regime already: name it once
+  if (a.regime && !(a.reason || "").startsWith(a.regime)) parts.push(regimeLabel(a.regime));
+  if (a.reason) parts.push(a.reason.startsWith(a.regime) ? regimeLabel(a.regime) + a.reason.slice(a.regime.length) : a.reason);
   const share = a.cause_share && Object.entries(a.cause_share).filter(([, v]) => isNum(v) && v > 0);
   if (share && share.length) parts.push("excess: " + share.map(([k, v]) => `${k} ${Math.round(v * 100)} %`).join(", "));
   return parts.join(": ") || "–";
@@ -87,7 +90,15 @@ export function renderController(ctl, titles, nodes, refresh) {
       el("button", { type: "button", class: "reject", "aria-label": `Reject ${actionText(a)} on ${title(a.slice)}`, onclick: () => decide(a, "reject", tokenInput, msgNode, refresh) }, "Reject")),
   )) : [el("tr", {}, el("td", { colspan: 5, class: "muted", text: "No action waits for an operator." }))]));
 
-  timelineBody.replaceChildren(...(ctl.timeline.length ? ctl.timeline.map((a) => el("tr", { "data-action": a.id || "", class: a.futile ? "futile-row" : null },
+  // The newest few by default: an auto-mode controller decides (or is refused) every window, and a
+  // page-long table would push the alerts off screen. The toggle keeps its state across polls.
+  const shown = timelineOpen ? ctl.timeline : ctl.timeline.slice(0, TIMELINE_ROWS);
+  const more = nodes.moreButton;
+  more.hidden = ctl.timeline.length <= TIMELINE_ROWS;
+  more.textContent = timelineOpen ? `Show the newest ${TIMELINE_ROWS} only` : `Show all ${ctl.timeline.length}`;
+  more.setAttribute("aria-expanded", String(timelineOpen));
+  more.onclick = () => { timelineOpen = !timelineOpen; renderController(ctl, titles, nodes, refresh); };
+  timelineBody.replaceChildren(...(shown.length ? shown.map((a) => el("tr", { "data-action": a.id || "", class: a.futile ? "futile-row" : null },
     el("td", { class: "num", text: fmtTime(a.applied_s ?? a.decided_s ?? a.ts) }), el("th", { scope: "row", text: title(a.slice) }),
     el("td", { text: actionText(a) }), el("td", { text: cause(a) }),
     el("td", {}, a.state, a.futile ? el("span", { class: "futile" }, " · FUTILE") : null),
