@@ -112,7 +112,15 @@ class Client(_Model):
 
     name: str = Field(default="client", pattern=NAME_PATTERN)
     gateway: str = Field(description="PoP hosting the tiers' serving fronts (Ray Serve proxies)")
-    rtt_ms: float = Field(default=0.6, ge=0, description="access RTT; 0.6 ms is the brief's intra-PoP mean")
+    rtt_ms: float = Field(
+        default=0.6, ge=0, le=1000, description="client-edge round trip (the testbed delays it); 0.6 ms: the brief's intra-PoP mean"
+    )
+    edge_buffer_ms: float | None = Field(
+        default=None,
+        gt=0,
+        le=10_000,
+        description="drop-tail queue of each tier's client-edge class, in ms at its current rate; null = the kernel's 1000 packets",
+    )
 
 
 class Tier(_Model):

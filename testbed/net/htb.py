@@ -9,7 +9,12 @@ Parameters that matter at 0.5 Mbit/s: the quantum is set explicitly to one full 
 default would be far too small at low rates and too large at 10 Gbit/s), and burst/cburst are
 ``max(2 frames, 2 ms at the rate)``: small enough that a burst is a negligible part of a few
 seconds at 0.3 Mbit/s, large enough for the timer to keep up at 100 Mbit/s and above. GSO is cut
-on the edge veth (gso_max_size) so HTB meters real frames, not 64 KB super-packets.
+on the edge devices (gso_max_size) so HTB meters real frames, not 64 KB super-packets.
+
+The bottleneck queue: with a buffer time configured (topology ``client.edge_buffer_ms``), each tier
+class gets a drop-tail ``bfifo`` leaf holding that many seconds at the class's rate, resized with
+the rate, as a real access link's buffer is sized in time at its line rate. Without one, the
+kernel's default leaf (pfifo of ``txqueuelen`` packets) stays.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ FRAME_BYTES = 1514  # one Ethernet frame at MTU 1500: the HTB quantum
 MIN_BURST_BYTES = 2 * FRAME_BYTES  # two frames: always lets one full frame through
 BURST_TIME_S = 0.002  # 2 ms at the rate: covers timer granularity at 100 Mbit/s and above
 FILTER_PRIO = 10
+# An uncapped class's time-sized buffer would be gigabytes at 10 Gbit/s: nothing at the testbed's
+# rates fills 64 MB, and the kernel must not be asked to account for more.
+MAX_LEAF_BYTES = 64 * 1024 * 1024
 
 DIRECTIONS = ("receive", "transmit")
 
@@ -64,6 +72,17 @@ def class_kwargs(rate_bps: float) -> dict[str, Any]:
     }
 
 
+def leaf_limit_bytes(rate_bps: float, buffer_s: float) -> int:
+    """Drop-tail limit of a class's queue: ``buffer_s`` at the rate, never under two full frames (a
+    queue that cannot hold the frame in service and one more drops every burst)."""
+    return min(MAX_LEAF_BYTES, max(MIN_BURST_BYTES, int(rate_bps / 8 * buffer_s)))
+
+
+def leaf_handle(classid: int) -> int:
+    """The leaf qdisc of class ``1:N`` is ``N:`` (tc's usual convention)."""
+    return (classid & 0xFFFF) << 16
+
+
 def u32_key(subnet_network: int, prefixlen: int, offset: int) -> str:
     mask = (0xFFFFFFFF << (32 - prefixlen)) & 0xFFFFFFFF if prefixlen else 0
     return f"0x{subnet_network & mask:08x}/0x{mask:08x}+{offset}"
@@ -73,14 +92,24 @@ class _TcSocket(Protocol):
     def tc(self, command: str, kind: str = ..., index: int = ..., handle: Any = ..., **kwarg: Any) -> Any: ...
 
 
-def install(ipr: Any, ifindex: int, classes: list[tuple[int, float, int, int, int]], default_minor: int, line_rate_bps: float) -> None:
+def install(
+    ipr: Any,
+    ifindex: int,
+    classes: list[tuple[int, float, int, int, int]],
+    default_minor: int,
+    line_rate_bps: float,
+    buffer_s: float | None = None,
+) -> None:
     """Root HTB 1: with default class ``1:default_minor`` at the line rate, plus one class per entry
     ``(classid, rate_bps, subnet_int, prefixlen, u32_offset)`` with a u32 filter on the address at
-    ``u32_offset`` (12: source, 16: destination)."""
+    ``u32_offset`` (12: source, 16: destination) and, with ``buffer_s``, a drop-tail leaf queue of
+    that many seconds at the class's rate."""
     ipr.tc("add", "htb", ifindex, 0x10000, default=default_minor)
     ipr.tc("add-class", "htb", ifindex, 0x10000 | default_minor, **class_kwargs(line_rate_bps))
     for classid, rate_bps, net, plen, offset in classes:
         ipr.tc("add-class", "htb", ifindex, classid, **class_kwargs(rate_bps))
+        if buffer_s is not None:
+            ipr.tc("add", "bfifo", ifindex, leaf_handle(classid), parent=classid, limit=leaf_limit_bytes(rate_bps, buffer_s))
         ipr.tc(
             "add-filter",
             "u32",
@@ -93,8 +122,11 @@ def install(ipr: Any, ifindex: int, classes: list[tuple[int, float, int, int, in
         )
 
 
-def change_rate(ipr: Any, ifindex: int, classid: int, rate_bps: float) -> None:
+def change_rate(ipr: Any, ifindex: int, classid: int, rate_bps: float, buffer_s: float | None = None) -> None:
+    """A new rate for a class; its time-sized leaf queue (if any) follows, so the buffer stays ``buffer_s`` long."""
     ipr.tc("change-class", "htb", ifindex, classid, **class_kwargs(rate_bps))
+    if buffer_s is not None:
+        ipr.tc("change", "bfifo", ifindex, leaf_handle(classid), parent=classid, limit=leaf_limit_bytes(rate_bps, buffer_s))
 
 
 @dataclass(frozen=True)

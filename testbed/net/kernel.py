@@ -16,11 +16,14 @@ from typing import Any
 from pyroute2 import IPRoute
 from pyroute2 import netns as pr_netns
 from pyroute2.netlink.exceptions import NetlinkError
+from pyroute2.netlink.rtnl import tcmsg
+from pyroute2.netlink.rtnl.tcmsg import sched_pfifo
 
 from inferslice.errors import PermanentError
 from inferslice.testbed.net import htb
 from inferslice.testbed.net.plan import (
     EDGE_IF,
+    EDGE_IFB,
     EDGE_RATE_BPS,
     HTB_DEFAULT_MINOR,
     MGMT_IF,
@@ -31,12 +34,19 @@ from inferslice.testbed.net.plan import (
 )
 
 NETNS_DIR = Path("/run/netns")
+# pyroute2 0.9 knows pfifo but not bfifo; both take the same options (struct tc_fifo_qopt: a u32 limit,
+# packets for pfifo, bytes for bfifo), so bfifo is pfifo's encoder under its own kind.
+tcmsg.plugins.setdefault("bfifo", sched_pfifo)
+EDGE_TXQUEUELEN = 1000  # a TUN device's default is 500; the kernel default leaf queue takes this many packets
 EDGE_PREFIXLEN = 30
 MGMT_PREFIXLEN = 30
 # Namespace-wide settings: forward between interfaces; no reverse-path filtering (replies from a
 # replica to the root namespace take the underlay, requests came over the overlay); no IPv6, whose
-# neighbour discovery would add noise to the edge counters.
+# neighbour discovery would add noise to the edge counters; CUBIC, the Linux default and so what the
+# paper's Kubernetes nodes would run (a new namespace inherits the root's choice, which on this
+# machine is bbr: a pacing, model-based sender that meets a full drop-tail buffer quite unlike CUBIC).
 NS_SYSCTLS = (
+    "net.ipv4.tcp_congestion_control=cubic",
     "net.ipv4.ip_forward=1",
     "net.ipv4.conf.all.rp_filter=0",
     "net.ipv4.conf.default.rp_filter=0",
@@ -98,7 +108,7 @@ def setup_nodes(plan: NetPlan) -> None:
 def wait_tuns(plan: NetPlan, timeout_s: float, alive: Any) -> None:
     """Wait until the delay line has created every TUN device (``alive()`` False: it died)."""
     deadline = time.monotonic() + timeout_s
-    pending = {(ns, w.ifname) for w in plan.wan for ns in (w.ns_a, w.ns_b)}
+    pending = {(ns, ifname) for ns_a, ns_b, ifname, _ in plan.delay_links for ns in (ns_a, ns_b)}
     while pending:
         for ns, ifname in sorted(pending):
             with ipr_in(ns) as ipr:
@@ -165,26 +175,38 @@ def _edge_classes(plan: NetPlan, offset: int, caps: dict[str, float | None]) -> 
     ]
 
 
+INGRESS_HANDLE = 0xFFFF0000  # tc's "ffff:"
+
+
 def setup_edge(plan: NetPlan) -> None:
+    """The client edge: the delay line's TUN pair (its RTT is the access round trip), shaped at the
+    client end after the delay, where a real access link's shaper sits: transmit caps on the client
+    end's egress (by destination), receive caps on an IFB its ingress is redirected to (by source)."""
     gw, cl = plan.gateway_netns, plan.client_netns
     initial = {t.name: t.cap_bps for t in plan.tiers}
-    with ipr_in(gw) as ipr:
-        ipr.link("add", ifname=EDGE_IF, kind="veth", peer={"ifname": EDGE_IF, "net_ns_fd": cl})
-        i = _idx(ipr, EDGE_IF)
-        # GSO off: HTB must meter wire frames, not 64 KB super-packets (one would take 1 s at 0.5 Mbit/s).
-        ipr.link("set", index=i, gso_max_size=UNDERLAY_MTU, gso_max_segs=1)
-        ipr.addr("add", index=i, address=plan.edge_gateway_ip, prefixlen=EDGE_PREFIXLEN)
-        ipr.link("set", index=i, state="up")
-        htb.install(ipr, i, _edge_classes(plan, 12, initial), HTB_DEFAULT_MINOR, EDGE_RATE_BPS)
+    for ns, ip in ((gw, plan.edge_gateway_ip), (cl, plan.edge_client_ip)):
+        with ipr_in(ns) as ipr:
+            i = _idx(ipr, EDGE_IF)
+            # GSO off: HTB must meter wire frames, not 64 KB super-packets (one would take 1 s at 0.5 Mbit/s).
+            ipr.link("set", index=i, mtu=UNDERLAY_MTU, gso_max_size=UNDERLAY_MTU, gso_max_segs=1, txqlen=EDGE_TXQUEUELEN)
+            ipr.addr("add", index=i, address=ip, prefixlen=EDGE_PREFIXLEN)
+            ipr.link("set", index=i, state="up")
     with ipr_in(cl) as ipr:
         i = _idx(ipr, EDGE_IF)
-        ipr.link("set", index=i, gso_max_size=UNDERLAY_MTU, gso_max_segs=1)
-        ipr.addr("add", index=i, address=plan.edge_client_ip, prefixlen=EDGE_PREFIXLEN)
-        ipr.link("set", index=i, state="up")
         for t in plan.tiers:
             ipr.route("add", dst=str(t.subnet), gateway=plan.edge_gateway_ip, oif=i)
         ipr.route("add", dst="default", gateway=plan.edge_gateway_ip, oif=i)
-        htb.install(ipr, i, _edge_classes(plan, 16, initial), HTB_DEFAULT_MINOR, EDGE_RATE_BPS)
+        htb.install(ipr, i, _edge_classes(plan, 16, initial), HTB_DEFAULT_MINOR, EDGE_RATE_BPS, plan.edge_buffer_s)
+        ipr.link("add", ifname=EDGE_IFB, kind="ifb")
+        b = _idx(ipr, EDGE_IFB)
+        ipr.link("set", index=b, mtu=UNDERLAY_MTU, gso_max_size=UNDERLAY_MTU, gso_max_segs=1, txqlen=EDGE_TXQUEUELEN, state="up")
+        htb.install(ipr, b, _edge_classes(plan, 12, initial), HTB_DEFAULT_MINOR, EDGE_RATE_BPS, plan.edge_buffer_s)
+        # Everything the client end receives goes through the IFB's HTB first (u32 wants a flowid; unused here).
+        ipr.tc("add", "ingress", i, INGRESS_HANDLE)
+        ipr.tc(
+            "add-filter", "u32", i, parent=INGRESS_HANDLE, prio=htb.FILTER_PRIO, protocol=htb.ETH_P_IP, target=INGRESS_HANDLE | 1,
+            keys=["0x0/0x0+0"], action={"kind": "mirred", "direction": "egress", "action": "redirect", "ifindex": b},
+        )  # fmt: skip
 
 
 def setup_mgmt(plan: NetPlan) -> None:
@@ -202,14 +224,14 @@ def setup_mgmt(plan: NetPlan) -> None:
             ipr.route("add", dst=dst, gateway=plan.mgmt_gateway_ip, oif=i)
 
 
-def set_class_rate(netns: str, classid: int, rate_bps: float) -> None:
+def set_class_rate(netns: str, ifname: str, classid: int, rate_bps: float, buffer_s: float | None = None) -> None:
     with ipr_in(netns) as ipr:
-        htb.change_rate(ipr, _idx(ipr, EDGE_IF), classid, rate_bps)
+        htb.change_rate(ipr, _idx(ipr, ifname), classid, rate_bps, buffer_s)
 
 
-def read_edge_classes(netns: str) -> dict[str, htb.HtbClassStats]:
+def read_edge_classes(netns: str, ifname: str = EDGE_IF) -> dict[str, htb.HtbClassStats]:
     with ipr_in(netns) as ipr:
-        classes: dict[str, htb.HtbClassStats] = htb.read_classes(ipr, _idx(ipr, EDGE_IF))
+        classes: dict[str, htb.HtbClassStats] = htb.read_classes(ipr, _idx(ipr, ifname))
     return classes
 
 

@@ -32,7 +32,7 @@ from inferslice.errors import NotPrivilegedError, PermanentError
 from inferslice.testbed.addressing import AddressPlan
 from inferslice.testbed.net import kernel, procs
 from inferslice.testbed.net.htb import DIRECTIONS, HtbClassStats
-from inferslice.testbed.net.plan import DEFAULT_PREFIX, EDGE_IF, EDGE_RATE_BPS, NetPlan, check_prefix, net_plan
+from inferslice.testbed.net.plan import DEFAULT_PREFIX, EDGE_RATE_BPS, NetPlan, check_prefix, net_plan
 from inferslice.topology import Topology, default_topology_path, load_topology
 
 STATE_FILE = "net-state.json"
@@ -131,18 +131,20 @@ def require_root() -> None:
 def _links(plan: NetPlan, caps: dict[str, dict[str, float | None]]) -> list[LinkEntry]:
     out: list[LinkEntry] = []
     for t in plan.tiers:
-        for direction, ns in (("receive", plan.gateway_netns), ("transmit", plan.client_netns)):
+        for direction in DIRECTIONS:
+            ns, ifname = plan.shaper(direction)
             out.append(
                 LinkEntry(
                     name="client-edge",
                     kind="access",
                     netns=ns,
-                    ifname=EDGE_IF,
+                    ifname=ifname,
                     pop=plan.gateway,
                     tier=t.name,
                     direction=direction,
                     htb_classid=t.classid,
                     cap_bps=caps[t.name][direction],
+                    rtt_s=plan.edge_rtt_s,
                 )
             )
     for w in plan.wan:
@@ -258,19 +260,18 @@ def up(
         kernel.create_namespaces(plan)
         kernel.setup_nodes(plan)
         pids: dict[str, int] = {}
-        if plan.wan:
-            links = [f"--link={w.ns_a},{w.ns_b},{w.ifname},{w.rtt_s!r}" for w in plan.wan]
-            # Run it inside the gateway namespace so that `down` finds it by namespace even without PID files.
-            pids[DELAYLINE] = procs.spawn(
-                DELAYLINE, [sys.executable, "-m", "inferslice.testbed.net.delayline", *links], state_dir, netns=plan.gateway_netns
-            )
-            dl = procs.PidFile(DELAYLINE, pids[DELAYLINE], None)
-            try:
-                kernel.wait_tuns(plan, TUN_WAIT_S, lambda: procs.is_running(dl))
-            except kernel.NetworkBuildError as err:
-                raise kernel.NetworkBuildError(
-                    f"{err}; see {procs.log_path(state_dir, DELAYLINE)}: {_log_tail(state_dir, DELAYLINE)}"
-                ) from None
+        # The WAN links and the client edge are TUN pairs joined by the delay line. It runs inside the
+        # gateway namespace so that `down` finds it by namespace even without PID files.
+        links = [f"--link={a},{b},{ifname},{rtt!r}" for a, b, ifname, rtt in plan.delay_links]
+        pids[DELAYLINE] = procs.spawn(
+            DELAYLINE, [sys.executable, "-m", "inferslice.testbed.net.delayline", *links], state_dir, netns=plan.gateway_netns
+        )
+        dl = procs.PidFile(DELAYLINE, pids[DELAYLINE], None)
+        try:
+            kernel.wait_tuns(plan, TUN_WAIT_S, lambda: procs.is_running(dl))
+        except kernel.NetworkBuildError as err:
+            log = procs.log_path(state_dir, DELAYLINE)
+            raise kernel.NetworkBuildError(f"{err}; see {log}: {_log_tail(state_dir, DELAYLINE)}") from None
         kernel.setup_underlay(plan)
         kernel.setup_overlay(plan)
         kernel.setup_edge(plan)
@@ -381,8 +382,8 @@ def set_cap(tier: str, cap_bps: float | None, direction: str = "receive", state_
     state_dir = Path(state_dir)
     plan, state = _plan_from_state(state_dir)
     t = plan.tier(tier)
-    ns = plan.gateway_netns if direction == "receive" else plan.client_netns
-    kernel.set_class_rate(ns, t.classid_int, cap_bps if cap_bps is not None else EDGE_RATE_BPS)
+    ns, ifname = plan.shaper(direction)
+    kernel.set_class_rate(ns, ifname, t.classid_int, cap_bps if cap_bps is not None else EDGE_RATE_BPS, plan.edge_buffer_s)
     caps = state.setdefault("caps", {})
     caps.setdefault(tier, {})[direction] = cap_bps
     _write_state(state_dir, state)
@@ -417,8 +418,8 @@ def edge_counters(state_dir: Path = DEFAULT_STATE_DIR, plan: NetPlan | None = No
     """Per-tier receive/transmit counters of the client edge, read from the kernel's HTB classes."""
     if plan is None:
         plan, _ = _plan_from_state(Path(state_dir))
-    rx = kernel.read_edge_classes(plan.gateway_netns)
-    tx = kernel.read_edge_classes(plan.client_netns)
+    rx = kernel.read_edge_classes(*plan.shaper("receive"))
+    tx = kernel.read_edge_classes(*plan.shaper("transmit"))
     out: dict[str, EdgeCounters] = {}
     for t in plan.tiers:
         r, x = rx[t.classid], tx[t.classid]

@@ -19,7 +19,8 @@ DEFAULT_PREFIX = "isl-"
 IFNAMSIZ_MAX = 15  # Linux interface names hold at most 15 characters
 MAX_PREFIX_LEN = IFNAMSIZ_MAX - len("mgmt")  # the root-namespace interface is <prefix>mgmt
 
-EDGE_IF = "isl-edge"  # both ends of the client edge veth (each in its own namespace)
+EDGE_IF = "isl-edge"  # both ends of the client edge, a delay-line TUN pair (each end in its own namespace)
+EDGE_IFB = "isl-ifb"  # in the client namespace: the edge's ingress redirected here, where the receive caps bind
 MGMT_IF = "isl-mgmt"  # the gateway end of the management veth
 VXLAN_PORT = 4789  # IANA VXLAN port
 UNDERLAY_MTU = 1500  # the delay line's TUN devices
@@ -88,6 +89,27 @@ class NetPlan:
     edge_client_ip: str
     mgmt_root_ip: str
     mgmt_gateway_ip: str
+    edge_rtt_s: float = 0.0  # the client edge's round trip, added by the delay line
+    edge_buffer_s: float | None = None  # drop-tail queue per tier class in seconds at its rate; None: kernel default
+
+    @property
+    def edge_link(self) -> tuple[str, str, str, float]:
+        """The client edge as a delay-line link: (gateway namespace, client namespace, device, RTT)."""
+        return (self.gateway_netns, self.client_netns, EDGE_IF, self.edge_rtt_s)
+
+    @property
+    def delay_links(self) -> list[tuple[str, str, str, float]]:
+        """Every link the delay line serves: the WAN links, then the client edge."""
+        return [(w.ns_a, w.ns_b, w.ifname, w.rtt_s) for w in self.wan] + [self.edge_link]
+
+    def shaper(self, direction: str) -> tuple[str, str]:
+        """(namespace, device) whose egress HTB caps ``direction``: both in the client namespace.
+
+        Receive caps bind on the IFB the client end's ingress is redirected to, after the delay: the
+        senders (the fronts) are then remote from the bottleneck queue, as on a real access link, so
+        a full queue drops their packets instead of pushing back on their sockets (TCP small queues
+        would keep a local sender's packets out of a qdisc, and nothing would ever be lost)."""
+        return (self.client_netns, EDGE_IFB if direction == "receive" else EDGE_IF)
 
     def netns(self, name: str) -> str:
         return f"{self.prefix}{name}"
@@ -237,4 +259,6 @@ def net_plan(top: Topology, prefix: str = DEFAULT_PREFIX) -> NetPlan:
         edge_client_ip=str(ipaddress.IPv4Address(edge + 2)),
         mgmt_root_ip=str(ipaddress.IPv4Address(mgmt + 1)),
         mgmt_gateway_ip=str(ipaddress.IPv4Address(mgmt + 2)),
+        edge_rtt_s=top.client.rtt_ms / 1000.0,
+        edge_buffer_s=None if top.client.edge_buffer_ms is None else top.client.edge_buffer_ms / 1000.0,
     )

@@ -16,11 +16,13 @@ from inferslice.testbed.net import (
     ServiceSpec,
     down,
     edge_counters,
+    htb,
     kernel,
     net_plan,
     procs,
     set_cap,
     status,
+    tcpinfo,
     up,
 )
 from inferslice.testbed.net.plan import NetPlan
@@ -94,15 +96,48 @@ def test_delay_line_rtt_per_link(testbed: tuple[Registry, NetPlan, Path]) -> Non
         assert abs(median - w.rtt_s) < RTT_TOLERANCE_S, f"{w.name}: median {median * 1e3:.2f} ms for {w.rtt_s * 1e3:g} ms"
 
 
+def test_client_edge_has_the_access_rtt(testbed: tuple[Registry, NetPlan, Path]) -> None:
+    _, plan, _ = testbed
+    assert plan.edge_rtt_s > 0.005  # the default topology gives the edge a real access round trip
+    rtts = icmp_rtts(plan.client_netns, plan.edge_gateway_ip, count=15, interval_s=0.01)
+    assert len(rtts) >= 13
+    assert abs(statistics.median(rtts) - plan.edge_rtt_s) < RTT_TOLERANCE_S
+
+
+def test_a_full_edge_buffer_drops_the_remote_senders_packets(testbed: tuple[Registry, NetPlan, Path]) -> None:
+    """The receive cap's queue is bounded (``edge_buffer_ms`` at the cap) and sits after the delay,
+    away from the sender: a bulk flow overflows it, the kernel drops, and the sender retransmits
+    (a shaper beside a local sender would push back on its socket instead and never drop)."""
+    _, plan, state_dir = testbed
+    assert plan.edge_buffer_s is not None
+    ns, ifname = plan.shaper("receive")
+    classid = plan.tier("free").classid
+    set_cap("free", 0.5e6, "receive", state_dir)
+    try:
+        drops0 = kernel.read_edge_classes(ns, ifname)[classid].drops
+        sent0 = tcpinfo.read_counters(plan.gateway_netns)
+        _receive_rate(plan, "free", 15205, 3.0)
+        drops = kernel.read_edge_classes(ns, ifname)[classid].drops - drops0
+        sent = tcpinfo.read_counters(plan.gateway_netns)
+    finally:
+        set_cap("free", None, "receive", state_dir)
+    assert drops > 0
+    assert sent["Tcp:RetransSegs"] > sent0["Tcp:RetransSegs"]
+    with kernel.ipr_in(ns) as ipr:  # the leaf queue holds edge_buffer_ms at the cap, as configured
+        leaves = {q.get_attr("TCA_KIND"): q.get_attr("TCA_OPTIONS") for q in ipr.get_qdiscs(ipr.link_lookup(ifname=ifname)[0])
+                  if q["parent"] == plan.tier("free").classid_int}  # fmt: skip
+    assert leaves["bfifo"]["limit"] == htb.leaf_limit_bytes(0.5e6, plan.edge_buffer_s)
+
+
 def test_overlay_and_management_reach_replicas(testbed: tuple[Registry, NetPlan, Path]) -> None:
     _, plan, _ = testbed
     top = load_topology(None)
     addr = AddressPlan(top)
-    # a premium replica slot at dublin: client -> gateway -> VXLAN over the 18 ms bristol-dublin link
+    # a premium replica slot at dublin: client -> the edge -> gateway -> VXLAN over the 18 ms bristol-dublin link
     k = next(i for i, slot in enumerate(top.tier("premium").placement) if slot.startswith("dublin/"))
     rtts = icmp_rtts(plan.client_netns, addr.replica("premium", k).host, count=6, interval_s=0.01)
     assert len(rtts) >= 5
-    assert abs(statistics.median(rtts) - top.rtt_s("bristol", "dublin")) < RTT_TOLERANCE_S
+    assert abs(statistics.median(rtts) - (plan.edge_rtt_s + top.rtt_s("bristol", "dublin"))) < RTT_TOLERANCE_S
     # the root namespace reaches node addresses over the management veth and the underlay
     assert icmp_rtts(None, plan.node_ips["london"], count=3, interval_s=0.01)
 
