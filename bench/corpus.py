@@ -164,22 +164,36 @@ def compound_windows(
             ph = next((p for p in phases if p["at_s"] + margin_s <= start and t <= p["until_s"]), None)
             if ph is not None and (s.ttft_p50_s is not None or s.tpot_p50_s is not None):
                 inside.setdefault(int(ph["phase"]), []).append((t, s))
-        causes_of = {int(p["phase"]): frozenset(p["tiers"][tier]["causes"]) for p in phases}
+        # A cap is a cause only below the tier's demand at that load (the uncapped phase with the same clients).
+        rx: dict[int, float] = {}
+        for k, v in inside.items():
+            rates = [s.link_rx_bps for _, s in v if s.link_rx_bps is not None]
+            if rates:
+                rx[k] = sum(rates) / len(rates)
+        causes_of: dict[int, frozenset[str]] = {}
+        for p in phases:
+            k, plan = int(p["phase"]), p["tiers"][tier]
+            causes = set(plan["causes"])
+            twin = next((int(q["phase"]) for q in phases if q["tiers"][tier]["extra_clients"] == plan["extra_clients"]
+                         and q["tiers"][tier]["cap_bps"] is None and int(q["phase"]) in rx), None)  # fmt: skip
+            if "network" in causes and plan["cap_bps"] is not None and twin is not None and plan["cap_bps"] >= 0.95 * rx[twin]:
+                causes.discard("network")
+            causes_of[k] = frozenset(causes)
         ref = _reference_from([s for _, s in inside.get(0, [])][1:])
         means = {k: _mean_stats([s for _, s in v]) for k, v in inside.items()}
         history = [{"t": t, **{k: v for k, v in s.to_dict().items() if k in SERIES_FIELDS}} for t, s in rows]
         for k, members in sorted(inside.items()):
-            causes = causes_of[k]
+            phase_causes = causes_of[k]
             cf = {}
-            for c in causes:
-                twin = next((j for j, cs in causes_of.items() if cs == causes - {c} and j in means), None)
+            for c in phase_causes:
+                twin = next((j for j, cs in causes_of.items() if cs == phase_causes - {c} and j in means), None)
                 if twin is not None:
                     cf[f"without_{c}"] = means[twin]
             change_at = next(p["at_s"] for p in phases if int(p["phase"]) == k)
             for t, s in members:
                 before = [h for h in history if h["t"] <= change_at][-8:]
                 since = [h for h in history if change_at < h["t"] <= t][-8:]
-                out.append(record(f"compound-{source}-{tier}-{t:.1f}", "compound", f"{tier}-phase{k}", sorted(causes), s, ref,
+                out.append(record(f"compound-{source}-{tier}-{t:.1f}", "compound", f"{tier}-phase{k}", sorted(phase_causes), s, ref,
                                   source=source, change_at_s=change_at, context=before + since,
                                   **({"counterfactual": cf} if cf else {})))  # fmt: skip
     return out
@@ -247,30 +261,31 @@ def split(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return records
 
 
+def _recorded(run_dir: Path) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Each source's recorded 4 s windows in a run directory."""
+    out = []
+    for source in INJECTION_SOURCES:
+        path = run_dir / f"windows-{source}-4s.jsonl"
+        if path.exists():
+            out.append((source, [json.loads(line) for line in path.read_text().splitlines() if line.strip()]))
+    return out
+
+
 def build(results_dir: Path, top: Topology, edge_dirs: Sequence[Path] = ()) -> list[dict[str, Any]]:
     """The whole corpus from the committed results under ``results_dir`` (``bench/results``)."""
     records: list[dict[str, Any]] = []
     diag = results_dir / "diagnosis"
     for run_dir in (diag, *edge_dirs):
         result_file = run_dir / "diagnosis-bench.json"
-        if not result_file.exists():
-            continue
-        result = json.loads(result_file.read_text())
-        for source in INJECTION_SOURCES:
-            path = run_dir / f"windows-{source}-4s.jsonl"
-            if path.exists():
-                rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-                tag = source if run_dir == diag else f"{source}-{run_dir.name}"
-                records.extend(injection_windows(result, rows, tag))
+        if result_file.exists():
+            result = json.loads(result_file.read_text())
+            for source, rows in _recorded(run_dir):
+                records.extend(injection_windows(result, rows, source if run_dir == diag else f"{source}-{run_dir.name}"))
     for run_dir in sorted(p for p in results_dir.glob("diagnosis-compound*") if p.is_dir()):
         phases_file = run_dir / "phases.json"
-        if not phases_file.exists():
-            continue
-        result = json.loads(phases_file.read_text())
-        for source in INJECTION_SOURCES:
-            path = run_dir / f"windows-{source}-4s.jsonl"
-            if path.exists():
-                rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        if phases_file.exists():
+            result = json.loads(phases_file.read_text())
+            for source, rows in _recorded(run_dir):
                 records.extend(compound_windows(result, rows, source))
     for family in ("differentiation", "client-bandwidth"):
         summary = results_dir / family / "summary.json"

@@ -262,6 +262,15 @@ def _changes(applied: Sequence[tuple[Injection, int, str, float]], end_s: float,
     return out
 
 
+def ensure_testbed(state_dir: Path, topology_path: str | None, progress: Progress) -> tuple[Registry, bool]:
+    """The running testbed's registry, bringing it up first when it is not (then ``True``: take it down after)."""
+    try:
+        return read_registry(state_dir), False
+    except InferSliceError:
+        progress("testbed is not up: starting it")
+        return lifecycle.up(topology_path, state_dir, services=True), True
+
+
 def run(
     out: Path,
     settings: BenchSettings | None = None,
@@ -275,13 +284,7 @@ def run(
     settings = settings or BenchSettings()
     out = out.resolve()  # Prometheus runs in its own working directory
     out.mkdir(parents=True, exist_ok=True)
-    started_here = False
-    try:
-        reg = read_registry(state_dir)
-    except InferSliceError:
-        progress("testbed is not up: starting it")
-        reg = lifecycle.up(topology_path, state_dir, services=True)
-        started_here = True
+    reg, started_here = ensure_testbed(state_dir, topology_path, progress)
     top = load_topology(reg.topology_path)
     tiers = {inj.tier for inj in injections}
     load_keys = [inj.tier for inj in injections] + [f"{inj.tier}+" for inj in injections if inj.extra_clients]

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from inferslice.bench.diagnosis import BenchSettings, Ticker, _original_caps, _sleep_until, _wait_replicas, build_loops
+from inferslice.bench.diagnosis import BenchSettings, Ticker, _original_caps, _sleep_until, _wait_replicas, build_loops, ensure_testbed
 from inferslice.bottleneck import DEFAULT
-from inferslice.common.registry import DEFAULT_STATE_DIR, read_registry
+from inferslice.common.registry import DEFAULT_STATE_DIR
 from inferslice.errors import InferSliceError
 from inferslice.service.platform import Platform, PlatformSettings
 from inferslice.service.store import Store
@@ -70,13 +70,7 @@ PLANS: tuple[TierPlan, ...] = (
 def run(out: Path, phase_s: float = 30.0, state_dir: Path = DEFAULT_STATE_DIR, progress: Progress = print) -> dict[str, Any]:
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    started_here = False
-    try:
-        reg = read_registry(state_dir)
-    except InferSliceError:
-        progress("testbed is not up: starting it")
-        reg = lifecycle.up(None, state_dir, services=True)
-        started_here = True
+    reg, started_here = ensure_testbed(state_dir, None, progress)
     top = load_topology(reg.topology_path)
     settings = BenchSettings(windows_s=(4.0,), sources=("prometheus", "embedded"))
     keys = [p.tier for p in PLANS] + [f"{p.tier}+" for p in PLANS]

@@ -19,8 +19,9 @@ Each share comes from a physical relation the snapshot already carries, not from
 - compute: TPOT above the load-expected TPOT on a link that does not bind (co-tenant, preemptions,
   KV pressure, a reduced share). Prefill slows by the same factor, which sets its TTFT share.
 - queue: the TTFT left after the prefill and the first-chunk delivery the other two explain.
-  Confirmed by requests waiting / queue time / Little's law (waiting = arrival rate x wait) when
-  present, inferred otherwise. When the gauges show nothing waiting at a full link, the residual is
+  Measured by Little's law (wait = requests waiting / arrival rate) when the gauges and the arrival
+  rate are present: at a full link the rest of TTFT then waited in the link's queue. Inferred from
+  the residual otherwise. When the gauges show nothing waiting at a full link, the residual is
   the link's (the first chunk waits in its queue); at a free link with another resource binding it
   is left unexplained (``base``) rather than called a queue.
 
@@ -30,6 +31,7 @@ never exceed the excess over the reference.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from inferslice.bottleneck.thresholds import Thresholds
@@ -147,7 +149,8 @@ def link_state(snap: SliceSnapshot, th: Thresholds) -> LinkState:
         if streams is None and snap.tpot_mean_s is not None:
             streams = rate * snap.tpot_mean_s if rate is not None else None  # Little: streams = tokens/s x s/token
         floor = streams * bpt / cap if streams is not None else None
-    return LinkState(True, ge(util, th.link_binding_ratio), util, against, bpt, token_max, floor)
+    finite = [v if v is not None and math.isfinite(v) else None for v in (bpt, token_max, floor)]
+    return LinkState(True, ge(util, th.link_binding_ratio), util, against, finite[0], finite[1], finite[2])
 
 
 def _split_tpot(obs: float, ref: float, expected: float, engine: float, link: LinkState, confirmed: bool) -> tuple[float, float, float]:
@@ -179,7 +182,8 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
     link = link_state(snap, th)
     lf, load_known = load_factor(snap, th, saturation_tokens_per_s)
     share = snap.gpu_share
-    slowdown = 1.0 / share if share is not None and 0 < share < th.gpu_share_reduced else 1.0
+    # A share under 1 % is no GPU at all: clamp so that the split stays finite.
+    slowdown = 1.0 / max(share, 0.01) if share is not None and share < th.gpu_share_reduced else 1.0
     confirmed = (
         slowdown > 1.0
         or (snap.preemptions_per_s is not None and snap.preemptions_per_s > th.preemptions_min_per_s)
@@ -239,10 +243,14 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
         excess = max(0.0, obs - ref)
         compute = min(excess, ref * (cfactor - 1.0))
         left = excess - compute
+        # Requests measured waiting (Little's law: waiting / arrival rate) are queue time the link cannot claim.
+        measured = min(left, little) if little is not None and gauge else 0.0
         if link.binding and not net_tpot and tokens_short:
-            network = left  # no TPOT: the link at its cap starving delivery explains what is left
+            network = left - measured  # no TPOT: the link at its cap starving delivery explains what is left
+        elif link.binding and little is not None:
+            network = left - measured  # the queue is measured (Little's law); what it leaves waited in the full link
         elif link.binding:
-            network = min(left, th.first_chunk_tpot_multiple * net_tpot.get(pair, 0.0))
+            network = min(left - measured, th.first_chunk_tpot_multiple * net_tpot.get(pair, 0.0))
         else:
             network = 0.0
         queue = left - network

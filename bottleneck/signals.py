@@ -133,7 +133,7 @@ def link(snap: SliceSnapshot, th: Thresholds, state: LinkState) -> Reading:
             note=f"rx {snap.link_rx_bps:.4g} bps of {'cap' if state.against == 'cap' else 'physical capacity (uncapped)'} {cap:.4g} bps",
         )
     ]
-    if state.token_rate_max is not None:
+    if state.token_rate_max is not None and state.bits_per_token is not None:
         ev.append(
             Evidence(
                 "link_token_rate_max",

@@ -65,6 +65,7 @@ class EmbeddedSource:
         self.slices = tuple(slices)
         self.settings = settings or EmbeddedSettings()
         self.specs = field_specs(fields or FieldSettings())
+        self.link_capacity_bps = (fields or FieldSettings()).nominal_link_bps
         self.store = SeriesStore(retention_s=self.settings.max_window_s)
         self.targets: dict[str, TargetStatus] = {url: TargetStatus(url) for url in targets}
         self._transport = transport
@@ -151,14 +152,14 @@ class EmbeddedSource:
     def snapshot(self, slice: str, window_s: float, now_s: float) -> SliceSnapshot:
         self._check_reachable()
         values = self._values((slice,), window_s, now_s)[slice]
-        snap: SliceSnapshot = assemble_snapshot(find_slice(self.slices, slice), values, now_s, window_s)
+        snap: SliceSnapshot = assemble_snapshot(find_slice(self.slices, slice), values, now_s, window_s, self.link_capacity_bps)
         return snap
 
     def snapshots(self, now_s: float, window_s: float | None = None) -> list[SliceSnapshot]:
         self._check_reachable()
         w = window_s if window_s is not None else self.settings.window_s
         values = self._values(tuple(c.name for c in self.slices), w, now_s)
-        return [assemble_snapshot(c, values[c.name], now_s, w) for c in self.slices]
+        return [assemble_snapshot(c, values[c.name], now_s, w, self.link_capacity_bps) for c in self.slices]
 
     def health(self) -> dict[str, Any]:
         targets = [asdict(t) for t in self.targets.values()]

@@ -67,6 +67,7 @@ class PrometheusSource:
         self.slices = tuple(slices)
         self.settings = settings or PrometheusSettings()
         self.specs = field_specs(fields or FieldSettings())
+        self.link_capacity_bps = (fields or FieldSettings()).nominal_link_bps
         self._client = httpx.Client(base_url=self.settings.base_url, timeout=self.settings.timeout_s, transport=transport)
         self._last_ok_s: float | None = None
         self._last_error: str | None = None
@@ -115,7 +116,7 @@ class PrometheusSource:
 
     def snapshot(self, slice: str, window_s: float, now_s: float) -> SliceSnapshot:
         values = self._collect((slice,), window_s, now_s)[slice]
-        snap: SliceSnapshot = assemble_snapshot(find_slice(self.slices, slice), values, now_s, window_s)
+        snap: SliceSnapshot = assemble_snapshot(find_slice(self.slices, slice), values, now_s, window_s, self.link_capacity_bps)
         return snap
 
     def snapshots(self, now_s: float, window_s: float | None = None) -> list[SliceSnapshot]:
@@ -124,7 +125,7 @@ class PrometheusSource:
         if not names:
             return []
         values = self._collect(names, w, now_s)
-        return [assemble_snapshot(c, values[c.name], now_s, w) for c in self.slices]
+        return [assemble_snapshot(c, values[c.name], now_s, w, self.link_capacity_bps) for c in self.slices]
 
     def health(self) -> dict[str, Any]:
         return {

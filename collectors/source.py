@@ -54,10 +54,16 @@ class MetricSource(Protocol):
 
 
 def assemble_snapshot(
-    cfg: SliceConfig, values: Mapping[str, float | None], now_s: float, window_s: float
+    cfg: SliceConfig, values: Mapping[str, float | None], now_s: float, window_s: float, link_capacity_bps: float | None = None
 ) -> SliceSnapshot:
-    """Build a snapshot from per-field raw values; the tiers file's SLO wins (``with_configured_slos``)."""
+    """Build a snapshot from per-field raw values; the tiers file's SLO wins (``with_configured_slos``).
+
+    ``link_capacity_bps``: the measured link's physical rate (``FieldSettings.nominal_link_bps``, the
+    brief's 10 Gbps NICs), reported with the link rate so that an uncapped link is judged against it.
+    """
     clean: dict[str, Any] = {k: finite_or_none(v) for k, v in values.items()}
+    if link_capacity_bps is not None and clean.get("link_rx_bps") is not None:
+        clean["link_capacity_bps"] = link_capacity_bps
     for key in ("gpu_utilization", "gpu_share", "kv_cache_usage"):
         # A ratio a hair above 1 (a rounding exporter) would make the snapshot invalid input elsewhere.
         v = clean.get(key)

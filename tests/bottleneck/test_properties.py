@@ -39,7 +39,8 @@ def test_classify_total_and_bounded(doc: dict[str, Any], ref: Reference | None) 
     assert 0.0 <= d.confidence <= 1.0
     assert d.regime in Regime
     assert d.regime not in d.secondary
-    assert all(e.value >= 0.0 or e.value is None for e in d.evidence if e.value is not None)
+    bad = [(e.signal, e.value) for e in d.evidence if e.value is not None and not e.value >= 0.0]  # negative or NaN
+    assert not bad, bad
     d.to_dict()  # serialisable
     state, _ = step(EpisodeState(), d, 0.0, HysteresisPolicy())
     assert isinstance(state, EpisodeState)
