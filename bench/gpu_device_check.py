@@ -227,5 +227,6 @@ async def _run(out: Path, report: dict[str, Any], src: NvmlSource, entries: list
         for p in _PROCS:
             await p.stop()
 
+
 if __name__ == "__main__":
     raise SystemExit(main())

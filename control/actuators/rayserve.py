@@ -32,8 +32,14 @@ from inferslice.control.actuators.base import (
 )
 
 REST_TIMEOUT_S = 10.0  # Serve's controller answers in well under a second when healthy
-_STATES = {"RUNNING": "ready", "STARTING": "starting", "UPDATING": "starting", "RECOVERING": "starting",
-           "STOPPING": "stopping", "PENDING_MIGRATION": "stopping"}
+_STATES = {
+    "RUNNING": "ready",
+    "STARTING": "starting",
+    "UPDATING": "starting",
+    "RECOVERING": "starting",
+    "STOPPING": "stopping",
+    "PENDING_MIGRATION": "stopping",
+}
 # Keys of ServeInstanceDetails that belong in the declarative config sent back.
 _CONFIG_KEYS = ("proxy_location", "http_options", "grpc_options", "target_capacity")
 _HTTP_KEYS = ("host", "port", "root_path", "request_timeout_s", "keep_alive_timeout_s")
@@ -100,12 +106,14 @@ def observation_of(app: Mapping[str, Any]) -> TierObservation:
     cfg_deps = (app.get("deployed_app_config") or {}).get("deployments") or [{}]
     fixed = "num_replicas" in cfg_deps[0] and "autoscaling_config" not in cfg_deps[0]
     replicas = tuple(
-        ReplicaPlacement(id=str(r.get("replica_id", "")), pop=str(r.get("node_ip", "")), gpu=0,
-                         state=_STATES.get(str(r.get("state")), "starting"))
+        ReplicaPlacement(
+            id=str(r.get("replica_id", "")), pop=str(r.get("node_ip", "")), gpu=0, state=_STATES.get(str(r.get("state")), "starting")
+        )
         for r in dep.get("replicas") or []
     )
-    return TierObservation(tier=str(app.get("name")), replicas_target=int(dep.get("target_num_replicas", 0)), replicas=replicas,
-                           externally_controlled=fixed)
+    return TierObservation(
+        tier=str(app.get("name")), replicas_target=int(dep.get("target_num_replicas", 0)), replicas=replicas, externally_controlled=fixed
+    )
 
 
 class RayServeActuator:
@@ -145,7 +153,11 @@ class RayServeActuator:
             raise PermanentActuatorError(f"rayserve: no application {action.slice!r}")
         config, changed = with_fixed_replicas(config_from_details(details), action.slice, n)
         if not changed:
-            return ApplyResult(action.id, ApplyStatus.ALREADY_APPLIED, f"{action.slice} already fixed at {n}",
-                               observation_of(details["applications"][action.slice]))
+            return ApplyResult(
+                action.id,
+                ApplyStatus.ALREADY_APPLIED,
+                f"{action.slice} already fixed at {n}",
+                observation_of(details["applications"][action.slice]),
+            )
         self._http(self.url, "PUT", config)
         return ApplyResult(action.id, ApplyStatus.APPLIED, f"{action.slice}: num_replicas {n}, Serve autoscaler off")
