@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -86,6 +88,8 @@ def run_policy(stack: Any, top: Any, state_dir: Path, policy: str, baseline_s: f
     t_on = time.time()
     time.sleep(squeeze_s)
     t_off = time.time()
+    seen = (stack.slice_view(TIER) or {}).get("snapshot") or {}
+    link_seen = seen.get("link_cap_bps") is not None and bool(seen.get("link_rx_bps"))
     stop.set()
     run.wait(timeout_s=60)
     records = run.records()
@@ -99,6 +103,7 @@ def run_policy(stack: Any, top: Any, state_dir: Path, policy: str, baseline_s: f
     rs = sum(n for _, n in reps)  # one sample a second
     return {
         "policy": policy,
+        "link_telemetry": link_seen,  # False: the diagnosis could not see the cap (the run says nothing about the network remedy)
         "goodput_rps": len(good) / (t_off - t_on),
         "slo_attainment": len(good) / len(inside) if inside else None,
         "requests": len(inside),
@@ -126,6 +131,14 @@ def main(argv: list[str] | None = None) -> int:
     from inferslice.testbed.net import lifecycle
     from inferslice.topology import load_topology
 
+    main_pid = os.getpid()
+
+    def _interrupt(signum: int, frame: object) -> None:
+        if os.getpid() != main_pid:  # a forked helper (pyroute2's netns workers) exits quietly
+            os._exit(128 + signum)
+        raise KeyboardInterrupt  # a timeout's SIGTERM must tear the platform and the testbed down too
+
+    signal.signal(signal.SIGTERM, _interrupt)
     state_dir = args.state_dir or DEFAULT_STATE_DIR
     out = args.out.absolute()
     out.mkdir(parents=True, exist_ok=True)

@@ -136,6 +136,10 @@ class Controller:
         applied = self.drive(now)  # what a previous step (or a crash) left to apply, approvals included
         try:
             observed = self.actuator.observe()
+        except PermanentActuatorError as err:
+            self.last_error = f"observe: {err}"
+            log.error("controller: backend gone for good, deciding nothing: %s", err)
+            return TickReport(now, [], 0, applied, [])
         except RetryableActuatorError as err:
             self.last_error = f"observe: {err}"
             log.warning("controller: cannot observe: %s", err)

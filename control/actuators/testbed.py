@@ -51,13 +51,22 @@ class TestbedActuator:
         self.state_dir = Path(state_dir)
         self.runner = runner
         self.client = client or httpx.Client(timeout=ADMIN_TIMEOUT_S)
+        self._fronts: dict[str, int | None] | None = None  # the fronts' PIDs of the testbed first seen
 
     # -- reads -------------------------------------------------------------------------------------
     def _registry(self) -> Registry:
         try:
-            return read_registry(self.state_dir)
+            reg = read_registry(self.state_dir)
         except InferSliceError as err:  # SourceUnavailable (testbed down) or a half-written registry
             raise RetryableActuatorError(f"testbed registry: {err}") from None
+        fronts = {f.tier: f.pid for f in reg.fronts}
+        if self._fronts is None:
+            self._fronts = fronts
+        elif fronts != self._fronts:
+            # Another testbed was built in this state directory (the one this controller served went
+            # down): acting on it would move someone else's replicas and caps.
+            raise PermanentActuatorError(f"the testbed in {self.state_dir} is not the one this controller started on (fronts changed)")
+        return reg
 
     def _call(self, method: str, url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         try:

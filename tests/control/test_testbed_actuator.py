@@ -107,3 +107,12 @@ def test_errors_are_typed(tmp_path: Path) -> None:
     down = TestbedActuator(tmp_path / "missing")
     with pytest.raises(RetryableActuatorError):
         down.observe()
+
+
+def test_refuses_a_testbed_rebuilt_under_it(tmp_path: Path) -> None:
+    act, _, _ = _setup(tmp_path)
+    act.observe()
+    reg = read_registry(tmp_path)
+    write_registry(dataclasses.replace(reg, fronts=tuple(dataclasses.replace(f, pid=4242) for f in reg.fronts)), tmp_path)
+    with pytest.raises(PermanentActuatorError):
+        act.apply(Action(ActionKind.SET_REPLICAS, "premium", 2, id="x-9"))
