@@ -80,6 +80,7 @@ class Physics:
     tpot_contention_s: float  # median (or, without one, P99) TPOT above the load-expected TPOT
     tpot_threshold_s: float  # the contention that counts as material for that statistic
     tpot_stat: str | None  # the TPOT statistic judged: the median, or the P99 when the median collapsed (coalesced tokens)
+    compute_confirmed: bool = False  # a reduced GPU share, preemptions or a full KV cache reported
 
 
 def ge(a: float, b: float) -> bool:
@@ -261,6 +262,6 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
         shares.append(LatencyShare(stat, obs, ref, queue, network, compute, obs - queue - network - compute))
     shares.sort(key=lambda s: s.stat)
     physics = Physics(
-        refs, link, lf, load_known, slowdown, cfactor, gauge, little, unseparated, contention, c_thr, pace if net_tpot else None
+        refs, link, lf, load_known, slowdown, cfactor, gauge, little, unseparated, contention, c_thr, pace if net_tpot else None, confirmed
     )
     return Attribution(tuple(shares)), physics

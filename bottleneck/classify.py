@@ -75,7 +75,16 @@ class _Judge:
     TTFT still counts once it breaches the SLO: that is the promise the tier made).
     """
 
-    def __init__(self, attribution: Attribution, snap: SliceSnapshot, th: Thresholds, tpot_stat: str | None, link_binding: bool) -> None:
+    def __init__(
+        self,
+        attribution: Attribution,
+        snap: SliceSnapshot,
+        th: Thresholds,
+        tpot_stat: str | None,
+        link_binding: bool,
+        compute_confirmed: bool,
+    ) -> None:
+        self.compute_confirmed = compute_confirmed
         slo = signals.slo_ttft_s(snap, th)
         self.th = th
         self.tpot_stat = tpot_stat
@@ -106,8 +115,12 @@ class _Judge:
 
     def binds(self, resource: str, ttft_only: bool = False) -> bool:
         k = _INDEX[resource]
-        for _stat, is_tpot, ex, thr, _mat, br, judged, secs in self.rows:
-            if not judged or (is_tpot and (k == 0 or ttft_only)):
+        for stat, is_tpot, ex, thr, _mat, br, judged, secs in self.rows:
+            # At a full link the P99 TPOT counts even beside a median at its reference: the link
+            # corroborates the tail (the first window after a cap cut shows it before the median).
+            tail_at_link = k == 1 and self.link_binding and stat == "tpot_p99"
+            tail_confirmed = k == 2 and self.compute_confirmed and stat == "tpot_p99"  # likewise a reported GPU-share drop
+            if (not judged and not tail_at_link and not tail_confirmed) or (is_tpot and (k == 0 or ttft_only)):
                 continue
             sec = secs[1] + secs[2] if k == 1 and is_tpot and self.link_binding else secs[k]  # a full link takes part in any contention
             if sec > 0 and (sec >= thr * (1.0 - _EPS) or (br and sec >= 0.5 * ex * (1.0 - _EPS))):
@@ -214,7 +227,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             note=f"reference source: {ref_source}",
         ),
     ]
-    judge = _Judge(attribution, snap, th, ph.tpot_stat, ph.link.binding)
+    judge = _Judge(attribution, snap, th, ph.tpot_stat, ph.link.binding, ph.compute_confirmed)
     fractions = judge.fractions()
     attribution = Attribution(attribution.shares, tuple((r, fractions[r]) for r in RESOURCES))
     missing = _missing(ttft, tpot, tokens, link, queue, compute)
