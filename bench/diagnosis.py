@@ -262,6 +262,25 @@ def _changes(applied: Sequence[tuple[Injection, int, str, float]], end_s: float,
     return out
 
 
+def write_windows(logs: Mapping[LoopKey, Sequence[Mapping[str, Any]]], out: Path) -> None:
+    """Each loop's recorded windows as ``windows-<source>-<window>s.jsonl`` (what ``rescore`` and the corpus read)."""
+    for key, log in logs.items():
+        with (out / f"windows-{key.label}.jsonl").open("w") as fh:
+            for row in log:
+                fh.write(json.dumps(row) + "\n")
+
+
+def restore_tiers(tiers: Sequence[str], caps: Mapping[str, float | None], state_dir: Path, progress: Progress) -> None:
+    """Give each tier back its configured cap, a whole GPU share and its autoscaler (best effort, said when not)."""
+    for tier in tiers:
+        try:
+            lifecycle.set_cap(tier, caps.get(tier), "receive", state_dir)
+            set_gpu_share(tier, 1.0, state_dir)
+            set_replicas(tier, None, state_dir)
+        except (InferSliceError, OSError) as err:
+            progress(f"cleanup of {tier} incomplete: {err}")
+
+
 def ensure_testbed(state_dir: Path, topology_path: str | None, progress: Progress) -> tuple[Registry, bool]:
     """The running testbed's registry, bringing it up first when it is not (then ``True``: take it down after)."""
     try:
@@ -329,10 +348,7 @@ def run(
         end_s = time.time()
         ticker.stop()
         changes = _changes(applied, end_s, settings.recover_s)
-        for key, log in logs.items():
-            with (out / f"windows-{key.label}.jsonl").open("w") as fh:
-                for row in log:
-                    fh.write(json.dumps(row) + "\n")
+        write_windows(logs, out)
         windows = {(k.source, k.window_s): [(w["slice"], float(w["ts"]), str(w["regime"])) for w in log] for k, log in logs.items()}
         result = _result(settings, injections, changes, windows, thresholds)
         result["run"] = {
@@ -352,13 +368,7 @@ def run(
         platform.stop()
         for store in stores:
             store.close()
-        for inj in injections:
-            try:
-                lifecycle.set_cap(inj.tier, _original_caps(reg).get(inj.tier), "receive", state_dir)
-                set_gpu_share(inj.tier, 1.0, state_dir)
-                set_replicas(inj.tier, None, state_dir)
-            except (InferSliceError, OSError) as err:
-                progress(f"cleanup of {inj.tier} incomplete: {err}")
+        restore_tiers([inj.tier for inj in injections], _original_caps(reg), state_dir, progress)
         if started_here:
             lifecycle.down(state_dir)
 

@@ -25,10 +25,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from inferslice.bench.diagnosis import BenchSettings, Ticker, _original_caps, _sleep_until, _wait_replicas, build_loops, ensure_testbed
+from inferslice.bench.diagnosis import (
+    BenchSettings,
+    Ticker,
+    _original_caps,
+    _sleep_until,
+    _wait_replicas,
+    build_loops,
+    ensure_testbed,
+    restore_tiers,
+    write_windows,
+)
 from inferslice.bottleneck import DEFAULT
 from inferslice.common.registry import DEFAULT_STATE_DIR
-from inferslice.errors import InferSliceError
 from inferslice.service.platform import Platform, PlatformSettings
 from inferslice.service.store import Store
 from inferslice.testbed.net import lifecycle
@@ -122,10 +131,7 @@ def run(out: Path, phase_s: float = 30.0, state_dir: Path = DEFAULT_STATE_DIR, p
             progress(f"phase {k}: " + "; ".join(f"{p.tier} {'+'.join(p.steps[k].causes) or 'healthy'}" for p in PLANS))
         _sleep_until(start + n * phase_s)
         ticker.stop()
-        for key, log in logs.items():
-            with (out / f"windows-{key.label}.jsonl").open("w") as fh:
-                for row in log:
-                    fh.write(json.dumps(row) + "\n")
+        write_windows(logs, out)
         result = {"benchmark": "diagnosis-compound", "phase_s": phase_s, "phases": phases, "plans": [p.tier for p in PLANS],
                   "late_ticks": ticker.late_ticks, "wall_s": round(time.time() - start, 1)}  # fmt: skip
         (out / PHASES_FILE).write_text(json.dumps(result, indent=1))
@@ -136,13 +142,7 @@ def run(out: Path, phase_s: float = 30.0, state_dir: Path = DEFAULT_STATE_DIR, p
         platform.stop()
         for store in stores:
             store.close()
-        for p in PLANS:
-            try:
-                lifecycle.set_cap(p.tier, caps.get(p.tier), "receive", state_dir)
-                set_gpu_share(p.tier, 1.0, state_dir)
-                set_replicas(p.tier, None, state_dir)
-            except (InferSliceError, OSError) as err:
-                progress(f"cleanup of {p.tier} incomplete: {err}")
+        restore_tiers([p.tier for p in PLANS], caps, state_dir, progress)
         if started_here:
             lifecycle.down(state_dir)
 
