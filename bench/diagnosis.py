@@ -270,6 +270,15 @@ def write_windows(logs: Mapping[LoopKey, Sequence[Mapping[str, Any]]], out: Path
                 fh.write(json.dumps(row) + "\n")
 
 
+def stop_run(ticker: Ticker | None, platform: Platform, stores: Sequence[Store]) -> None:
+    """The loops first (they read the platform), then the platform's processes, then the in-memory stores."""
+    if ticker is not None:
+        ticker.stop()
+    platform.stop()
+    for store in stores:
+        store.close()
+
+
 def restore_tiers(tiers: Sequence[str], caps: Mapping[str, float | None], state_dir: Path, progress: Progress) -> None:
     """Give each tier back its configured cap, a whole GPU share and its autoscaler (best effort, said when not)."""
     for tier in tiers:
@@ -363,11 +372,7 @@ def run(
         write(result, out)
         return result
     finally:
-        if ticker is not None:
-            ticker.stop()
-        platform.stop()
-        for store in stores:
-            store.close()
+        stop_run(ticker, platform, stores)
         restore_tiers([inj.tier for inj in injections], _original_caps(reg), state_dir, progress)
         if started_here:
             lifecycle.down(state_dir)

@@ -34,6 +34,7 @@ from inferslice.bench.diagnosis import (
     build_loops,
     ensure_testbed,
     restore_tiers,
+    stop_run,
     write_windows,
 )
 from inferslice.bottleneck import DEFAULT
@@ -137,11 +138,7 @@ def run(out: Path, phase_s: float = 30.0, state_dir: Path = DEFAULT_STATE_DIR, p
         (out / PHASES_FILE).write_text(json.dumps(result, indent=1))
         return result
     finally:
-        if ticker is not None:
-            ticker.stop()
-        platform.stop()
-        for store in stores:
-            store.close()
+        stop_run(ticker, platform, stores)
         restore_tiers([p.tier for p in PLANS], caps, state_dir, progress)
         if started_here:
             lifecycle.down(state_dir)
