@@ -39,6 +39,7 @@ IFLA_EXT_MASK = 29
 IFLA_STATS_LINK_64 = 1
 TCA_KIND = 1
 TCA_OPTIONS = 2
+TCA_STATS = 3
 TCA_STATS2 = 7
 TCA_HTB_PARMS = 1
 TCA_HTB_RATE64 = 6
@@ -56,6 +57,9 @@ _STATS64_HEAD = struct.Struct("=8Q")  # rx/tx packets, rx/tx bytes, rx/tx errors
 _HTB_OPT = struct.Struct("=BBHhHI BBHhHI IIIII")  # rate spec, ceil spec, buffer, cbuffer, quantum, level, prio
 _GNET_BASIC = struct.Struct("=QI")
 _GNET_QUEUE = struct.Struct("=IIIII")  # qlen, backlog, drops, requeues, overlimits
+_U64 = struct.Struct("=Q")
+_TC_STATS = struct.Struct("=QIIIIIII")  # struct tc_stats: bytes, packets, drops, overlimits, bps, pps, qlen, backlog
+_CLASS_REPLY_BUF = 64 << 10  # one class reply is < 1 kB; recv() of the 1 MB dump size allocated 1 MB per reply
 _SO_RCVBUFFORCE = 33  # asm-generic/socket.h; the socket module does not name it
 _REPLY_TRUESIZE = 16 << 10  # what one queued class reply may cost the receive buffer (NLMSG_GOODSIZE skb), high side
 _RECV_BYTES = 1 << 20  # a 1,000-link stats dump is ~250 kB; one large buffer keeps recv calls few
@@ -127,6 +131,19 @@ def iter_messages(data: bytes) -> Iterator[tuple[int, int, bytes]]:
         raise ParseError(f"netlink: {end - offset} trailing bytes")
 
 
+def _message_spans(data: memoryview, end: int) -> list[tuple[int, int, int, int]]:
+    """``iter_messages`` over ``data[:end]`` as (type, seq, payload start, payload end), without copies."""
+    out: list[tuple[int, int, int, int]] = []
+    offset = 0
+    while offset + _NLMSGHDR.size <= end:
+        length, mtype, _flags, seq, _pid = _NLMSGHDR.unpack_from(data, offset)
+        if length < _NLMSGHDR.size or offset + length > end:
+            raise ParseError(f"netlink: message length {length} at offset {offset} exceeds {end}")
+        out.append((mtype, seq, offset + _NLMSGHDR.size, offset + length))
+        offset += (length + 3) & ~3
+    return out
+
+
 def iter_attrs(data: bytes, offset: int = 0) -> Iterator[tuple[int, bytes]]:
     """Attributes (type without flag bits, value) from ``offset``; ``ParseError`` on a bad length."""
     end = len(data)
@@ -169,40 +186,66 @@ def parse_link_name(payload: bytes) -> tuple[int, str] | None:
     return None
 
 
-def parse_tclass_message(payload: bytes) -> HtbClassStats | None:
-    """One RTM_NEWTCLASS payload -> HtbClassStats; None for a class that is not HTB."""
-    if len(payload) < _TCMSG.size:
+def _walk(buf: bytes | memoryview, start: int, end: int) -> list[tuple[int, int, int]]:
+    """(type, value start, value end) of the attributes in ``buf[start:end]``, without copying values."""
+    out: list[tuple[int, int, int]] = []
+    off = start
+    unpack = _NLATTR.unpack_from
+    while off + 4 <= end:
+        length, atype = unpack(buf, off)
+        if length < 4 or off + length > end:
+            raise ParseError(f"netlink: attribute length {length} at offset {off} exceeds {end}")
+        out.append((atype & NLA_TYPE_MASK, off + 4, off + length))
+        off += (length + 3) & ~3
+    return out
+
+
+def parse_tclass_message(payload: bytes | memoryview, start: int = 0, end: int | None = None) -> HtbClassStats | None:
+    """One RTM_NEWTCLASS payload (``payload[start:end]``) -> HtbClassStats; None for a class that is not HTB.
+
+    One pass over offsets: a 1,000-class scrape parses 1,000 of these, and slicing every attribute
+    value (as ``iter_attrs`` does) cost about as much as the netlink round trips."""
+    end = len(payload) if end is None else end
+    if end - start < _TCMSG.size:
         raise ParseError("netlink: short tcmsg")
-    _f, _p1, _p2, ifindex, handle, parent, _info = _TCMSG.unpack_from(payload)
-    kind = ""
+    _f, _p1, _p2, ifindex, handle, parent, _info = _TCMSG.unpack_from(payload, start)
+    kind = b""
     rate = ceil = 0
     rate64 = ceil64 = None
     nbytes = packets = drops = overlimits = backlog = qlen = 0
-    for atype, value in iter_attrs(payload, _TCMSG.size):
+    stats2: tuple[int, int] | None = None
+    flat = False
+    for atype, vs, ve in _walk(payload, start + _TCMSG.size, end):
         if atype == TCA_KIND:
-            kind = value.split(b"\0", 1)[0].decode("ascii", "replace")
+            kind = bytes(payload[vs:ve]).split(b"\0", 1)[0]
         elif atype == TCA_OPTIONS:
-            for otype, ovalue in iter_attrs(value):
+            for otype, os_, oe in _walk(payload, vs, ve):
                 if otype == TCA_HTB_PARMS:
-                    if len(ovalue) < _HTB_OPT.size:
+                    if oe - os_ < _HTB_OPT.size:
                         raise ParseError("netlink: short tc_htb_opt")
-                    fields = _HTB_OPT.unpack_from(ovalue)
+                    fields = _HTB_OPT.unpack_from(payload, os_)
                     rate, ceil = fields[5], fields[11]
-                elif otype == TCA_HTB_RATE64 and len(ovalue) >= 8:
-                    rate64 = struct.unpack_from("=Q", ovalue)[0]
-                elif otype == TCA_HTB_CEIL64 and len(ovalue) >= 8:
-                    ceil64 = struct.unpack_from("=Q", ovalue)[0]
+                elif otype == TCA_HTB_RATE64 and oe - os_ >= 8:
+                    rate64 = _U64.unpack_from(payload, os_)[0]
+                elif otype == TCA_HTB_CEIL64 and oe - os_ >= 8:
+                    ceil64 = _U64.unpack_from(payload, os_)[0]
         elif atype == TCA_STATS2:
-            for stype, svalue in iter_attrs(value):
-                if stype == TCA_STATS_BASIC:
-                    if len(svalue) < _GNET_BASIC.size:
-                        raise ParseError("netlink: short gnet_stats_basic")
-                    nbytes, packets = _GNET_BASIC.unpack_from(svalue)
-                elif stype == TCA_STATS_QUEUE:
-                    if len(svalue) < _GNET_QUEUE.size:
-                        raise ParseError("netlink: short gnet_stats_queue")
-                    qlen, backlog, drops, _requeues, overlimits = _GNET_QUEUE.unpack_from(svalue)
-    if kind != "htb":
+            stats2 = (vs, ve)
+        elif atype == TCA_STATS and ve - vs >= _TC_STATS.size:
+            # The kernel also writes the flat compat struct: the same counters without a nested walk.
+            nbytes, packets, drops, overlimits, _bps, _pps, qlen, backlog = _TC_STATS.unpack_from(payload, vs)
+            flat = True
+    if stats2 is not None and not flat:
+        for stype, ss, se in _walk(payload, *stats2):
+            if stype == TCA_STATS_BASIC:
+                if se - ss < _GNET_BASIC.size:
+                    raise ParseError("netlink: short gnet_stats_basic")
+                nbytes, packets = _GNET_BASIC.unpack_from(payload, ss)
+            elif stype == TCA_STATS_QUEUE:
+                if se - ss < _GNET_QUEUE.size:
+                    raise ParseError("netlink: short gnet_stats_queue")
+                qlen, backlog, drops, _requeues, overlimits = _GNET_QUEUE.unpack_from(payload, ss)
+    if kind != b"htb":
         return None
     # Rates above 2^32-1 bytes/s (34 Gbit/s) only fit the 64-bit attributes; tc_ratespec is bytes/s.
     rate_Bps = rate64 if rate64 is not None else rate
@@ -211,7 +254,7 @@ def parse_tclass_message(payload: bytes) -> HtbClassStats | None:
         ifindex=ifindex,
         handle=handle,
         parent=parent,
-        kind=kind,
+        kind="htb",
         rate_bps=rate_Bps * 8.0,
         ceil_bps=ceil_Bps * 8.0,
         bytes=nbytes,
@@ -237,6 +280,7 @@ class NetlinkSocket:
         self._timeout_s = timeout_s  # a dump is answered in microseconds; 2 s means the kernel is stuck
         self._sock: socket.socket | None = None
         self._seq = 0
+        self._class_buf = bytearray(_CLASS_REPLY_BUF)  # reused by every class reply (recv_into)
 
     def _open(self) -> socket.socket:
         def make() -> socket.socket:
@@ -339,6 +383,8 @@ class NetlinkSocket:
         if self._sock is None:
             self._sock = self._open()
         sock = self._sock
+        buf = self._class_buf
+        view = memoryview(buf)
         try:
             rcvbuf = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
             batch = max(8, min(256, rcvbuf // _REPLY_TRUESIZE))  # an overflowing batch loses replies
@@ -349,14 +395,15 @@ class NetlinkSocket:
                 sock.send(b"".join(_class_get(first + k, ifindex, handle) for k, (ifindex, handle) in enumerate(chunk)))
                 pending = len(chunk)
                 while pending:
-                    for rtype, rseq, payload in iter_messages(sock.recv(_RECV_BYTES)):
+                    n = sock.recv_into(buf)
+                    for rtype, rseq, start, end in _message_spans(view, n):
                         k = (rseq - first) & 0xFFFFFFFF
                         if not 0 <= k < len(chunk) or chunk[k] in out:
                             continue  # a late answer to an earlier, abandoned batch
                         if rtype == NLMSG_ERROR:
                             out[chunk[k]] = None
                         elif rtype == RTM_NEWTCLASS:
-                            out[chunk[k]] = parse_tclass_message(payload)
+                            out[chunk[k]] = parse_tclass_message(view, start, end)
                         else:
                             continue
                         pending -= 1
