@@ -21,9 +21,7 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -36,7 +34,7 @@ from prometheus_client import CollectorRegistry
 from inferslice.collectors import EmbeddedSource
 from inferslice.collectors.prometheus import PrometheusSettings, PrometheusSource
 from inferslice.collectors.source import slices_from_topology
-from inferslice.common.ports import free_port
+from inferslice.common.prometheus import Prometheus
 from inferslice.errors import SourceUnavailable
 from inferslice.exporters.base import GuardedCollector
 from inferslice.exporters.engine import EngineSettings, EngineSource, StaticDiscovery, Target
@@ -157,39 +155,32 @@ def embedded_rounds(topology: Topology, urls: list[str], db: Path, warm: int, me
     return {**_round_stats(rounds, failed), "targets_up": up, "snapshots": len(snaps), "snapshots_with_ttft": filled}
 
 
+def _pin_process(pid: int, cpu: int) -> None:
+    """Every thread of ``pid`` onto ``cpu`` (Prometheus's Go threads exist right after start)."""
+    if not hasattr(os, "sched_setaffinity") or cpu not in os.sched_getaffinity(0):
+        return
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(int(task.name), {cpu})
+
+
 @contextlib.contextmanager
 def prometheus(urls: list[str], workdir: Path) -> Iterator[str]:
-    binary = shutil.which("prometheus")
-    if binary is None:
-        raise FileNotFoundError("prometheus is not installed")
-    port = free_port()
-    targets = "\n".join(
-        f"      - targets: ['{u.split('/')[2]}']\n        labels: {{__metrics_path__: '/{u.split('/', 3)[3]}'}}" for u in urls
-    )
-    config = (
-        f"global: {{scrape_interval: {INTERVAL_S:g}s, evaluation_interval: 1m}}\n"
-        f"scrape_configs:\n  - job_name: nodes\n    honor_labels: true\n    static_configs:\n{targets}\n"
-    )
-    (workdir / "prometheus.yml").write_text(config)
-    cmd = [binary, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'tsdb'}",
-           f"--web.listen-address=127.0.0.1:{port}", "--log.level=error"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=lambda: _pin(OTHER_CPU))
+    """A real Prometheus (``common.prometheus``) scraping every node exporter, on the other core."""
+    static = [{"targets": [u.split("/")[2]], "labels": {"__metrics_path__": "/" + u.split("/", 3)[3]}} for u in urls]
+    config = {
+        "global": {"scrape_interval": f"{INTERVAL_S:g}s", "scrape_timeout": f"{INTERVAL_S:g}s", "evaluation_interval": "1m"},
+        # honor_labels: the exporters' slice and pop labels are the ones the queries select on
+        "scrape_configs": [{"job_name": "nodes", "honor_labels": True, "static_configs": static}],
+    }
+    server = Prometheus(workdir / "prometheus", config)
+    server.start()
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
-                    break
-            time.sleep(0.2)
-        yield url
+        if server.pid is not None:
+            _pin_process(server.pid, OTHER_CPU)
+        yield server.url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        server.stop()
 
 
 def _promql_work(url: str, queries: dict[str, str], at_s: float) -> dict[str, Any]:
