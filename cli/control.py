@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import signal
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
 HELP = "the control loop: scale replicas, raise caps within each tier's guarantees (auto | approve | dry-run)"
 
@@ -31,11 +33,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interval-s", type=float, default=None, help="seconds between steps (default: the topology's scrape interval)")
     parser.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT for /metrics and /healthz (port 0: any free port)")
     parser.add_argument("--steps", type=int, default=0, help="stop after N steps (0: run until SIGINT/SIGTERM)")
+    parser.add_argument(
+        "--backend",
+        choices=["testbed", "kubernetes"],
+        default="testbed",
+        help="what the actions change: the local testbed, or KubeRay/Kube-OVN objects (in-cluster ServiceAccount)",
+    )
+    parser.add_argument(
+        "--lease-namespace",
+        default=None,
+        help="kubernetes: act only while holding the Lease inferslice-controller in this namespace (leader election)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     import dataclasses
-    import time
 
     from inferslice.common.registry import DEFAULT_STATE_DIR
     from inferslice.control.actuators.testbed import TestbedActuator
@@ -56,10 +68,28 @@ def run(args: argparse.Namespace) -> int:
     if chosen:
         policies = {t: p if t in chosen else dataclasses.replace(p, controlled=False) for t, p in policies.items()}
     host, _, port = args.listen.rpartition(":")
+    elector = None
+    if args.backend == "kubernetes":
+        import os
+        import socket
+
+        from kubernetes import client, config
+
+        from inferslice.control.actuators.kubernetes import KubernetesActuator
+        from inferslice.control.actuators.kubernetes_lease import LeaseElector
+
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+        api_client = client.ApiClient()
+        actuator: Any = KubernetesActuator(top, api_client)
+        if args.lease_namespace:
+            identity = os.environ.get("POD_NAME") or socket.gethostname()
+            elector = LeaseElector(api_client, args.lease_namespace, identity)
+    else:
+        actuator = TestbedActuator(args.state_dir or DEFAULT_STATE_DIR)
     ctl = Controller(
         top,
         policies,
-        TestbedActuator(args.state_dir or DEFAULT_STATE_DIR),
+        actuator,
         AuditLog(args.audit),
         ApiSource(args.api, list(policies)),
         clock=time.time,
@@ -76,8 +106,25 @@ def run(args: argparse.Namespace) -> int:
             ctl.drive()
             for _ in range(args.steps):
                 loop.step()
+        elif elector is not None:
+            _run_as_leader(loop, elector, stop)
         else:
             loop.run_forever(stop)
     finally:
         loop.close()
     return 0
+
+
+def _run_as_leader(loop: Any, elector: Any, stop: threading.Event) -> None:
+    """Step only while holding the Lease; a new leader first finishes what was recorded (``drive``)."""
+    leading = False
+    while not stop.is_set():
+        t0 = time.monotonic()
+        if elector.tick(t0):
+            if not leading:
+                loop.controller.drive()
+                leading = True
+            loop.step()
+        else:
+            leading = False
+        stop.wait(max(0.0, min(loop.interval_s, elector.settings.retry_period_s) - (time.monotonic() - t0)))

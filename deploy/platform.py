@@ -50,8 +50,7 @@ EXPORTER_NEEDS: dict[str, str] = {
         " where Kube-OVN's veths and OVS QoS classes are"
     ),
     "OVSDB (Interface statistics, QoS) over /var/run/openvswitch/db.sock": (
-        "the socket is owned by uid 0 and the container runs as uid 0 with all capabilities dropped:"
-        " owner permission, no CAP_DAC_OVERRIDE"
+        "the socket is owned by uid 0 and the container runs as uid 0 with all capabilities dropped: owner permission, no CAP_DAC_OVERRIDE"
     ),
     "NVML (power, utilisation, per-process memory)": "device nodes come from the NVIDIA runtime (NVIDIA_VISIBLE_DEVICES), not a capability",
     "GPU process -> pod (/proc/<pid>/cgroup)": "hostPID; /proc/<pid>/cgroup is world-readable, so no CAP_SYS_PTRACE",
@@ -231,6 +230,8 @@ def controller_deployment() -> dict[str, Any]:
     container = {
         "name": "controller",
         "image": IMAGE,
+        # The flags of `inferslice control`; its audit log is SQLite on an emptyDir until the Controller
+        # records into SliceActions (control/actuators/kubernetes_audit.py).
         "args": [
             "control",
             "--mode",
@@ -239,25 +240,26 @@ def controller_deployment() -> dict[str, Any]:
             "kubernetes",
             "--topology",
             "/etc/inferslice/topology.yaml",
-            "--api-url",
+            "--api",
             api_url(),
-            "--token-file",
-            f"{TOKEN_DIR}/{TOKEN_KEY}",
-            "--metrics-port",
-            str(CONTROLLER_PORT),
-            "--leader-election-namespace",
+            "--listen",
+            f"0.0.0.0:{CONTROLLER_PORT}",
+            "--audit",
+            "/var/lib/inferslice/control.db",
+            "--lease-namespace",
             PLATFORM_NS,
         ],
         # The Lease holder's identity: the pod name, unique across the two replicas.
         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
         "ports": [{"name": "http", "containerPort": CONTROLLER_PORT}],
-        "readinessProbe": _probe("/readyz", "http", 5),
-        "livenessProbe": _probe("/healthz", "http"),
+        # TCP probes: /healthz reports steps, and the follower replica does not step while the leader acts.
+        "readinessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 5},
+        "livenessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 10},
         "resources": _resources("200m", "256Mi", "1"),
         "securityContext": _restricted(),
-        "volumeMounts": [mount, {"name": "token", "mountPath": TOKEN_DIR, "readOnly": True}],
+        "volumeMounts": [mount, {"name": "state", "mountPath": "/var/lib/inferslice"}],
     }
-    volumes = [vol, {"name": "token", "secret": {"secretName": TOKEN_SECRET, "items": [{"key": TOKEN_KEY, "path": TOKEN_KEY}]}}]
+    volumes = [vol, {"name": "state", "emptyDir": {"sizeLimit": "256Mi"}}]
     spread = [
         {
             "maxSkew": 1,

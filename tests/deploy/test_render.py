@@ -136,7 +136,7 @@ def test_api_and_controller_are_hardened(base_objects: list[dict[str, Any]]) -> 
         c = dep["spec"]["template"]["spec"]["containers"][0]
         assert c["securityContext"]["readOnlyRootFilesystem"] and c["securityContext"]["runAsNonRoot"]
         assert c["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-        assert "--token-file" in c["args"]
+    assert "--token-file" in _by(base_objects, "Deployment", "inferslice-api")["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
 def test_alertmanager_webhooks_carry_the_bearer_token_file(base_objects: list[dict[str, Any]]) -> None:
