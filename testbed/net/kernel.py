@@ -45,8 +45,9 @@ MGMT_PREFIXLEN = 30
 # neighbour discovery would add noise to the edge counters; CUBIC, the Linux default and so what the
 # paper's Kubernetes nodes would run (a new namespace inherits the root's choice, which on this
 # machine is bbr: a pacing, model-based sender that meets a full drop-tail buffer quite unlike CUBIC).
+NS_CONGESTION_CONTROL = "cubic"
 NS_SYSCTLS = (
-    "net.ipv4.tcp_congestion_control=cubic",
+    f"net.ipv4.tcp_congestion_control={NS_CONGESTION_CONTROL}",
     "net.ipv4.ip_forward=1",
     "net.ipv4.conf.all.rp_filter=0",
     "net.ipv4.conf.default.rp_filter=0",
@@ -85,10 +86,33 @@ def _idx(ipr: Any, ifname: str) -> int:
 
 def _sysctl(netns: str, settings: tuple[str, ...]) -> None:
     # /proc/sys/net is per namespace of the *reader*: the simplest safe way in is `ip netns exec`.
-    subprocess.run(["ip", "netns", "exec", netns, "sysctl", "-qw", *settings], check=True, capture_output=True)
+    done = subprocess.run(["ip", "netns", "exec", netns, "sysctl", "-qw", *settings], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise NetworkBuildError(f"sysctl in {netns} failed: {done.stderr.strip() or done.returncode}")
+
+
+ROOT_ALLOWED_CC = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+
+
+def allow_congestion_control(name: str, allowed_file: Path = ROOT_ALLOWED_CC) -> None:
+    """Let non-root namespaces choose ``name`` as their default congestion control.
+
+    Only the initial namespace may set a default outside ``tcp_allowed_congestion_control`` (the
+    kernel answers EPERM elsewhere), and that list holds just reno and the boot default: on a machine
+    that boots with bbr, cubic is missing and every namespace sysctl below would fail. Appending to
+    the list changes no socket's behaviour in the root namespace.
+    """
+    allowed = allowed_file.read_text().split()
+    if name in allowed:
+        return
+    try:
+        allowed_file.write_text(" ".join([*allowed, name]) + "\n")
+    except OSError as exc:
+        raise NetworkBuildError(f"cannot allow congestion control {name} in namespaces ({allowed_file}: {exc})") from exc
 
 
 def create_namespaces(plan: NetPlan) -> None:
+    allow_congestion_control(NS_CONGESTION_CONTROL)
     for ns in plan.all_netns:
         if (NETNS_DIR / ns).exists():
             raise NetworkBuildError(f"namespace {ns} already exists: run `inferslice testbed down` first")
