@@ -7,6 +7,8 @@ auto applies what the guardrails allow; approve records actions as pending until
 approves them (``POST /v1/actions/{id}/approve`` on an API started with ``--control-db`` naming the
 same audit file); dry-run computes and records, applies nothing. The audit log (SQLite) is
 crash-safe: a restarted controller finishes what it had recorded and never applies an action twice.
+With ``--backend kubernetes`` the audit trail is the SliceAction objects instead (no volume needed;
+approve with ``kubectl patch``), see docs/kubernetes.md.
 """
 
 from __future__ import annotations
@@ -44,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="kubernetes: act only while holding the Lease inferslice-controller in this namespace (leader election)",
     )
+    parser.add_argument(
+        "--actions-namespace",
+        default=None,
+        help="kubernetes: the namespace of the SliceAction objects, the audit trail (default: --lease-namespace, else $POD_NAMESPACE);"
+        " --audit is not used then",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
         policies = {t: p if t in chosen else dataclasses.replace(p, controlled=False) for t, p in policies.items()}
     host, _, port = args.listen.rpartition(":")
     elector = None
+    audit: Any
+    trail = str(args.audit)
     if args.backend == "kubernetes":
         import os
         import socket
@@ -76,28 +86,36 @@ def run(args: argparse.Namespace) -> int:
         from kubernetes import client, config
 
         from inferslice.control.actuators.kubernetes import KubernetesActuator
+        from inferslice.control.actuators.kubernetes_audit import SliceActionStore
         from inferslice.control.actuators.kubernetes_lease import LeaseElector
+        from inferslice.service.control_audit_cr import SliceActionAuditLog
 
+        actions_ns = args.actions_namespace or args.lease_namespace or os.environ.get("POD_NAMESPACE")
+        if not actions_ns:
+            raise InputError("the SliceAction audit trail needs a namespace", "--actions-namespace")
         config.load_incluster_config()  # type: ignore[no-untyped-call]
         api_client = client.ApiClient()
         actuator: Any = KubernetesActuator(top, api_client)
+        identity = os.environ.get("POD_NAME") or socket.gethostname()
         if args.lease_namespace:
-            identity = os.environ.get("POD_NAME") or socket.gethostname()
             elector = LeaseElector(api_client, args.lease_namespace, identity)
+        audit = SliceActionAuditLog(SliceActionStore(api_client, actions_ns), identity)
+        trail = f"sliceactions in {actions_ns}"
     else:
         actuator = TestbedActuator(args.state_dir or DEFAULT_STATE_DIR)
+        audit = AuditLog(args.audit)
     ctl = Controller(
         top,
         policies,
         actuator,
-        AuditLog(args.audit),
+        audit,
         ApiSource(args.api, list(policies)),
         clock=time.time,
         mode=Mode(args.mode),
     )
     loop = ControlLoop(ctl, args.interval_s or top.timing.scrape_interval_s)
     bound = loop.serve(host or "127.0.0.1", int(port or 0))
-    print(f"inferslice control: mode {args.mode}, audit {args.audit}, /metrics and /healthz on {host or '127.0.0.1'}:{bound}", flush=True)
+    print(f"inferslice control: mode {args.mode}, audit {trail}, /metrics and /healthz on {host or '127.0.0.1'}:{bound}", flush=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -116,13 +134,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_as_leader(loop: Any, elector: Any, stop: threading.Event) -> None:
-    """Step only while holding the Lease; a new leader first finishes what was recorded (``drive``)."""
+    """Step only while holding the Lease; a new leader first takes over what was recorded (``resume``:
+    the states the other replica left in the trail, then what it left to apply)."""
     leading = False
     while not stop.is_set():
         t0 = time.monotonic()
         if elector.tick(t0):
             if not leading:
-                loop.controller.drive()
+                loop.controller.resume()
                 leading = True
             loop.step()
         else:

@@ -7,8 +7,10 @@ name is the object's ``metadata.name``. ``tier_to_cr``/``tier_from_cr`` convert 
 and the CR half re-validates through the same model, so the two views cannot drift apart.
 
 ``SliceAction`` mirrors ``inferslice.actions.Action``: ``spec`` is the action (absolute target,
-idempotency id) and its cause; ``status.phase`` walks Pending -> Approved -> Applied, ending
-Futile or RolledBack when the outcome check says so, or Rejected by an operator. Approve mode is
+idempotency id) and its cause; ``status.phase`` walks Pending -> Approved -> (Applying ->
+InProgress ->) Applied, ending Futile when the outcome check says so or RolledBack once its
+rollback is applied, or Rejected by an operator; Failed, DryRun and Refused (by a guardrail) are the
+controller's other ends, so the objects are its whole audit trail (service/control_audit_cr.py). Approve mode is
 ``kubectl patch sliceaction X --subresource=status --type=merge -p '{"status":{"phase":"Approved"}}'``.
 """
 
@@ -42,16 +44,26 @@ class Phase(enum.StrEnum):
     FUTILE = "Futile"
     ROLLED_BACK = "RolledBack"
     REJECTED = "Rejected"
+    APPLYING = "Applying"  # apply started; a controller taking over applies it again (idempotent by id)
+    IN_PROGRESS = "InProgress"  # accepted by the backend and advancing (make-before-break relocation)
+    FAILED = "Failed"
+    DRY_RUN = "DryRun"
+    REFUSED = "Refused"
 
 
 # The phases an action may move to from each phase (the stand-in apiserver and the store enforce it).
 TRANSITIONS: dict[Phase, frozenset[Phase]] = {
     Phase.PENDING: frozenset({Phase.APPROVED, Phase.REJECTED, Phase.APPLIED}),  # auto mode skips approval
-    Phase.APPROVED: frozenset({Phase.APPLIED, Phase.REJECTED}),
+    Phase.APPROVED: frozenset({Phase.APPLIED, Phase.REJECTED, Phase.APPLYING, Phase.FAILED}),
+    Phase.APPLYING: frozenset({Phase.APPLIED, Phase.APPROVED, Phase.IN_PROGRESS, Phase.FAILED}),  # APPROVED: retry
+    Phase.IN_PROGRESS: frozenset({Phase.APPLIED, Phase.APPROVED, Phase.FAILED}),
     Phase.APPLIED: frozenset({Phase.FUTILE, Phase.ROLLED_BACK}),
     Phase.FUTILE: frozenset({Phase.ROLLED_BACK}),
     Phase.ROLLED_BACK: frozenset(),
     Phase.REJECTED: frozenset(),
+    Phase.FAILED: frozenset(),
+    Phase.DRY_RUN: frozenset(),
+    Phase.REFUSED: frozenset(),
 }
 
 
@@ -190,6 +202,11 @@ def action_crd() -> dict[str, Any]:
         "properties": {
             "phase": {"type": "string", "enum": [p.value for p in Phase]},
             "approvedBy": {"type": "string"},
+            "approvedUnixS": {"type": "number"},
+            "mode": {"type": "string", "enum": ["auto", "approve", "dry-run"], "description": "the controller's mode when it decided"},
+            "recordedUnixS": {"type": "number", "description": "when the controller recorded the decision"},
+            "attempts": {"type": "integer", "minimum": 0, "description": "apply attempts (retryable failures give up after five)"},
+            "outcomeUnixS": {"type": "number"},
             "appliedBy": {"type": "string", "description": "the controller replica (lease holder) that applied it"},
             "appliedUnixS": {"type": "number"},
             "outcome": {"type": "string"},

@@ -230,8 +230,8 @@ def controller_deployment() -> dict[str, Any]:
     container = {
         "name": "controller",
         "image": IMAGE,
-        # The flags of `inferslice control`; its audit log is SQLite on an emptyDir until the Controller
-        # records into SliceActions (control/actuators/kubernetes_audit.py).
+        # The flags of `inferslice control`; its audit trail is the SliceAction objects in the platform
+        # namespace (service/control_audit_cr.py), so it needs no volume and survives a restart.
         "args": [
             "control",
             "--mode",
@@ -244,9 +244,9 @@ def controller_deployment() -> dict[str, Any]:
             api_url(),
             "--listen",
             f"0.0.0.0:{CONTROLLER_PORT}",
-            "--audit",
-            "/var/lib/inferslice/control.db",
             "--lease-namespace",
+            PLATFORM_NS,
+            "--actions-namespace",
             PLATFORM_NS,
         ],
         # The Lease holder's identity: the pod name, unique across the two replicas.
@@ -257,9 +257,9 @@ def controller_deployment() -> dict[str, Any]:
         "livenessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 10},
         "resources": _resources("200m", "256Mi", "1"),
         "securityContext": _restricted(),
-        "volumeMounts": [mount, {"name": "state", "mountPath": "/var/lib/inferslice"}],
+        "volumeMounts": [mount],
     }
-    volumes = [vol, {"name": "state", "emptyDir": {"sizeLimit": "256Mi"}}]
+    volumes = [vol]
     spread = [
         {
             "maxSkew": 1,

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from inferslice.actions import Action, action_from_dict
 from inferslice.control.guardrails import GuardState, Refusal, guard_state_from_dict
@@ -75,6 +75,45 @@ class Decided:
     action: Action
     state: str
     diagnosis: Mapping[str, Any] | None = None  # the verdict and its attribution, as the API shows it
+
+
+class ActionTrail(Protocol):
+    """What the controller and the API need of an audit trail: this SQLite log on one machine, the
+    ``SliceAction`` objects on Kubernetes (``control_audit_cr.SliceActionAuditLog``)."""
+
+    def record_decision(
+        self,
+        now_s: float,
+        mode: str,
+        decided: list[Decided],
+        refused: list[Refusal],
+        events: list[ControlEvent],
+        states: Mapping[str, ControlState],
+        guard: GuardState,
+    ) -> None: ...
+
+    def transition(
+        self,
+        action_id: str,
+        new_state: str,
+        now_s: float,
+        *,
+        detail: str | None = None,
+        tier_state: ControlState | None = None,
+        attempt: bool = False,
+    ) -> None: ...
+
+    def decide_approval(self, action_id: str, approve: bool, who: str, now_s: float) -> dict[str, Any]: ...
+
+    def actions(self, state: str | Iterable[str] | None = None, tier: str | None = None, limit: int = 1000) -> list[dict[str, Any]]: ...
+
+    def action(self, action_id: str) -> dict[str, Any] | None: ...
+
+    def events(self, tier: str | None = None, limit: int = 1000) -> list[dict[str, Any]]: ...
+
+    def states(self) -> tuple[dict[str, ControlState], GuardState]: ...
+
+    def close(self) -> None: ...
 
 
 class AuditLog:

@@ -51,7 +51,7 @@ from inferslice.service.control_audit import (
     IN_PROGRESS,
     PENDING,
     TO_DRIVE,
-    AuditLog,
+    ActionTrail,
     Decided,
     action_of,
 )
@@ -109,7 +109,7 @@ class Controller:
         topology: Topology,
         policies: Mapping[str, TierPolicy],
         actuator: Actuator,
-        audit: AuditLog,
+        audit: ActionTrail,
         source: Source,
         clock: Callable[[], float],
         mode: Mode = Mode.AUTO,
@@ -262,6 +262,13 @@ class Controller:
                 self.metrics.applied.labels(action.slice, action.kind.value).set(float(action.value))
             done.append(action.id)
         return done
+
+    def resume(self) -> list[str]:
+        """Take over from whoever acted before (a newly elected leader, a restarted process): reload
+        the tier and guard states from the trail, then apply what it left to apply."""
+        self.states, self.guard_state = self.audit.states()
+        self._dry_guard = None
+        return self.drive()
 
     def _dropped(self, action: Action) -> ControlState | None:
         st = self.states.get(action.slice)

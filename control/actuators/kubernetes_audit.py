@@ -58,7 +58,9 @@ class SliceActionStore:
         try:
             return fn(*args, **kwargs)
         except ApiException as err:
-            if err.status in (409, 429) or (err.status or 0) >= 500:
+            if err.status == 409:  # the resourceVersion precondition: someone changed it since it was read
+                raise PhaseConflict(f"sliceactions: {what}: changed since it was read") from err
+            if err.status == 429 or (err.status or 0) >= 500:
                 raise RetryableActuatorError(f"sliceactions: {what}: {err.status} {err.reason}") from err
             if err.status == 404:
                 raise KeyError(what) from err
@@ -73,8 +75,8 @@ class SliceActionStore:
         name = cr.action_object_name(action_id)
         return _recorded(self._call(f"get {name}", self._api.get_namespaced_custom_object, *self._args(), name))
 
-    def record(self, action: Action, diagnosis_id: str | None = None) -> Recorded:
-        """Create the action's object (status Pending), or return the one already there."""
+    def record(self, action: Action, diagnosis_id: str | None = None, status: dict[str, Any] | None = None) -> Recorded:
+        """Create the action's object (status Pending, or ``status``), or return the one already there."""
         from kubernetes.client.exceptions import ApiException
 
         body = cr.action_to_cr(action, self.namespace, diagnosis_id)
@@ -86,7 +88,7 @@ class SliceActionStore:
             return self.get(action.id)
         # A create never sets the status of a kind with a status subresource: set it now.
         name = body["metadata"]["name"]
-        patch = {"status": {"phase": Phase.PENDING.value}}
+        patch = {"status": status or {"phase": Phase.PENDING.value}}
         obj = self._call(f"status {name}", self._api.patch_namespaced_custom_object_status, *self._args(), name, patch, _content_type=MERGE)
         return _recorded(obj)
 
@@ -100,8 +102,6 @@ class SliceActionStore:
         current = self.get(action_id)
         if phase == current.phase:
             return current
-        if phase not in TRANSITIONS[current.phase]:
-            raise PhaseConflict(f"sliceaction {action_id}: {current.phase.value} -> {phase.value} is not allowed")
         status: dict[str, Any] = {"phase": phase.value}
         if message:
             status["message"] = message
@@ -111,7 +111,13 @@ class SliceActionStore:
             status["approvedBy"] = by
         if phase == Phase.APPLIED:
             status.update({"appliedBy": by, "appliedUnixS": self._clock()})
-        name = cr.action_object_name(action_id)
+        return self.patch_status(current, status)
+
+    def patch_status(self, current: Recorded, status: dict[str, Any]) -> Recorded:
+        """Merge ``status`` into the object ``current`` was read from; ``PhaseConflict`` if it changed since."""
+        if "phase" in status and Phase(status["phase"]) != current.phase and Phase(status["phase"]) not in TRANSITIONS[current.phase]:
+            raise PhaseConflict(f"sliceaction {current.action.id}: {current.phase.value} -> {status['phase']} is not allowed")
+        name = cr.action_object_name(current.action.id)
         patch = {"metadata": {"resourceVersion": current.resource_version}, "status": status}
         obj = self._call(f"status {name}", self._api.patch_namespaced_custom_object_status, *self._args(), name, patch, _content_type=MERGE)
         return _recorded(obj)

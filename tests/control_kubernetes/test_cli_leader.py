@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from inferslice.cli.control import _run_as_leader
 
 
-def test_steps_only_while_leading_and_drives_on_each_takeover() -> None:
+def test_steps_only_while_leading_and_resumes_on_each_takeover() -> None:
     leads = iter([False, True, True, False, True])
     events: list[str] = []
     stop = threading.Event()
@@ -25,10 +25,10 @@ def test_steps_only_while_leading_and_drives_on_each_takeover() -> None:
 
     class Loop:
         interval_s = 0.0
-        controller = SimpleNamespace(drive=lambda: events.append("drive"))
+        controller = SimpleNamespace(resume=lambda: events.append("resume"))
 
         def step(self) -> None:
             events.append("step")
 
     _run_as_leader(Loop(), Elector(), stop)
-    assert events == ["drive", "step", "step", "drive", "step"]
+    assert events == ["resume", "step", "step", "resume", "step"]
