@@ -3,9 +3,11 @@
 Two plans share one interface:
 - ``netns``: the real testbed. Each tier's overlay subnet (from the tiers file) spans the PoPs;
   the tier's serving front is host .1 at the gateway PoP, the replica of placement slot k is host
-  .(10+k) at the PoP of that slot. Each PoP has a node address (engine host admin API) on a dummy
-  device, reachable over the underlay; the root namespace reaches everything over a management
-  veth to the gateway. The client namespace reaches the fronts over its per-tier edge link.
+  .(10+k) at the PoP of that slot; slot k moved to another PoP (``replica_at``) is host
+  .(10 + L*(1+i) + k) at PoP i (L: the placement's length), bound there from the start so that a
+  make-before-break move needs no address change while the old replica still serves. Each PoP has
+  a node address (engine host admin API) on a dummy device, reachable over the underlay; the root
+  namespace reaches everything over a management veth to the gateway. The client namespace reaches the fronts over its per-tier edge link.
 - ``loopback``: everything on 127.0.0.1 with distinct ports, for tests that need no root.
 """
 
@@ -70,6 +72,20 @@ class AddressPlan:
 
     def replica_id(self, tier: str, slot: int) -> str:
         return f"{tier}-{slot}"
+
+    def replica_at(self, tier: str, slot: int, pop: str) -> Endpoint:
+        """Where slot ``slot`` of ``tier`` serves when placed at ``pop`` (its own PoP: ``replica``)."""
+        if pop == self.slot_of(tier, slot)[0]:
+            return self.replica(tier, slot)
+        i = self._pop_index(pop)
+        if self.mode == "loopback":
+            return Endpoint("127.0.0.1", self.base_port + 400 + 20 * (self._tier_index(tier) * len(self.topology.pops) + i) + slot)
+        t = self.topology.tier(tier)
+        return Endpoint(str(t.subnet.network_address + 10 + len(t.placement) * (1 + i) + slot), SERVE_PORT)
+
+    def replica_id_at(self, tier: str, slot: int, pop: str) -> str:
+        """The replica's id at ``pop``: distinct from the one at its own PoP, which still serves during a move."""
+        return self.replica_id(tier, slot) if pop == self.slot_of(tier, slot)[0] else f"{tier}-{slot}-{pop}"
 
     def host_admin(self, pop: str) -> Endpoint:
         if self.mode == "loopback":

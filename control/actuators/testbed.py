@@ -1,13 +1,14 @@
 """The testbed actuator: replica counts through each tier front's admin API, caps through the
-testbed's own operator command. Only published interfaces: the registry file (where the fronts and
-the client-edge links are), the front's admin API (``GET /admin/state``, ``PUT /admin/autoscale``,
-``PUT /admin/replicas``, documented in ``testbed/serving/front.py``) and ``inferslice testbed cap``
-(which changes the HTB class live and keeps the testbed's state and registry truthful). No testbed
-module is imported.
+testbed's own operator command, relocations through the front's make-before-break moves. Only
+published interfaces: the registry file (where the fronts and the client-edge links are), the
+front's admin API (``GET /admin/state``, ``PUT /admin/autoscale``, ``PUT /admin/replicas``,
+``POST /admin/moves``, ``GET /admin/moves/{id}``, documented in ``testbed/serving/admin.py``) and
+``inferslice testbed cap`` (which changes the HTB class live and keeps the testbed's state and
+registry truthful). No testbed module is imported.
 
-Relocation is not offered: the testbed front places replica k of a tier at ``placement[k]`` and has
-no API to place one elsewhere, so ``RELOCATE`` is a permanent error here (the Kubernetes actuator
-does it with node affinity).
+A relocation (value ``"pop"`` or the policy's ``"pop/gpuN"`` slot, ``replica`` the id that moves) is
+the front's move named by the action id: the first ``apply`` starts it and returns IN_PROGRESS (the
+successor cold-starts), later ones read it by id and return APPLIED once the old replica drained.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -44,7 +46,7 @@ def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
 
 class TestbedActuator:
     name = "testbed"
-    kinds = frozenset({ActionKind.SET_REPLICAS, ActionKind.SET_CAP})
+    kinds = frozenset({ActionKind.SET_REPLICAS, ActionKind.SET_CAP, ActionKind.RELOCATE})
     __test__ = False  # not a pytest class
 
     def __init__(self, state_dir: str | Path = DEFAULT_STATE_DIR, runner: Runner = _run, client: httpx.Client | None = None) -> None:
@@ -68,12 +70,14 @@ class TestbedActuator:
             raise PermanentActuatorError(f"the testbed in {self.state_dir} is not the one this controller started on (fronts changed)")
         return reg
 
-    def _call(self, method: str, url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _call(self, method: str, url: str, body: dict[str, Any] | None = None, *, missing_ok: bool = False) -> dict[str, Any]:
         try:
             resp = self.client.request(method, url, json=body)
         except httpx.HTTPError as err:
             raise RetryableActuatorError(f"{method} {url}: {err}") from None
-        if resp.status_code == 422 or resp.status_code == 400:
+        if missing_ok and resp.status_code == 404:
+            return {}
+        if resp.status_code in (400, 404, 422):
             raise PermanentActuatorError(f"{method} {url}: HTTP {resp.status_code}: {resp.text[:200]}")
         if resp.status_code >= 300:
             raise RetryableActuatorError(f"{method} {url}: HTTP {resp.status_code}: {resp.text[:200]}")
@@ -113,6 +117,8 @@ class TestbedActuator:
         front = reg.front(action.slice)
         if front is None:
             raise PermanentActuatorError(f"no serving front for tier {action.slice!r} in the testbed registry")
+        if action.kind is ActionKind.RELOCATE:
+            return self._relocate(action, front.admin_url)
         if action.kind is ActionKind.SET_REPLICAS:
             if isinstance(action.value, bool) or not isinstance(action.value, (int, float)):
                 raise PermanentActuatorError(f"replicas must be a number, got {action.value!r}")
@@ -151,3 +157,32 @@ class TestbedActuator:
             kind = PermanentActuatorError if "unknown tier" in text or "root" in text else RetryableActuatorError
             raise kind(f"inferslice testbed cap {action.slice} {cap:g}: exit {done.returncode}: {text}")
         return ApplyResult(action.id, ApplyStatus.APPLIED, f"{action.slice}: receive cap {cap / 1e6:g} Mbit/s")
+
+    def _relocate(self, action: Action, admin_url: str) -> ApplyResult:
+        dest = action.value
+        if not isinstance(dest, str) or not dest or not action.replica:
+            raise PermanentActuatorError(
+                f"relocate needs a destination PoP (or pop/gpuN) and the replica, got {dest!r}, {action.replica!r}"
+            )
+        pop, _, gpu_text = dest.partition("/")
+        if gpu_text and not (gpu_text.startswith("gpu") and gpu_text[3:].isdigit()):
+            raise PermanentActuatorError(f"relocate destination {dest!r} is not pop or pop/gpuN")
+        gpu = int(gpu_text[3:]) if gpu_text else 0
+        move = self._call("GET", f"{admin_url}/admin/moves/{quote(action.id, safe='')}", missing_ok=True)
+        if not move:  # not started yet (the front answers 404 for an unknown replica: permanent)
+            move = self._call("POST", f"{admin_url}/admin/moves", {"id": action.id, "replica": action.replica, "pop": pop, "gpu": gpu})
+            return ApplyResult(
+                action.id,
+                ApplyStatus.IN_PROGRESS,
+                f"starting {move.get('successor') or 'a replica'} at {pop} before {action.replica} drains",
+            )
+        phase = move.get("phase")
+        if phase == "done":
+            return ApplyResult(
+                action.id,
+                ApplyStatus.APPLIED,
+                f"{action.replica} drained; its slot serves at {move.get('dest')} as {move.get('successor')}",
+            )
+        if phase == "failed":
+            raise PermanentActuatorError(f"relocate {action.replica} to {dest}: {move.get('detail')}")
+        return ApplyResult(action.id, ApplyStatus.IN_PROGRESS, f"{action.replica} -> {move.get('dest')}: {phase}")

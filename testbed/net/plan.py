@@ -240,8 +240,8 @@ def net_plan(top: Topology, prefix: str = DEFAULT_PREFIX) -> NetPlan:
         plen = tier.subnet.prefixlen
         bridge_addrs[gateway].append((tn.bridge, f"{addr.front(tier.name).host}/{plen}"))
         for k in range(len(tier.placement)):
-            pop, _ = addr.slot_of(tier.name, k)
-            bridge_addrs[pop].append((tn.bridge, f"{addr.replica(tier.name, k).host}/{plen}"))
+            for pop in pops:  # every slot has an address at every PoP: a replica may move there
+                bridge_addrs[pop].append((tn.bridge, f"{addr.replica_at(tier.name, k, pop).host}/{plen}"))
 
     edge = int(EDGE_NET.network_address)
     mgmt = int(MGMT_NET.network_address)

@@ -1,8 +1,13 @@
 """The front's admin API: read the tier's state, fix its replica count, switch autoscaling.
 
-    GET /admin/state                     -> {tier, mode, target, desired, replicas: [...], queued, ongoing}
-    PUT /admin/replicas {"replicas": N}  -> 200 state; 409 in autoscale mode; 422 unless 0 <= N <= replicas_max
-    PUT /admin/autoscale {"enabled": bool} -> 200 state (disabling keeps the current target, fixed)
+GET /admin/state                     -> {tier, mode, target, desired, replicas: [...], queued, ongoing}
+PUT /admin/replicas {"replicas": N}  -> 200 state; 409 in autoscale mode; 422 unless 0 <= N <= replicas_max
+PUT /admin/autoscale {"enabled": bool} -> 200 state (disabling keeps the current target, fixed)
+POST /admin/moves {"id": str, "replica": str, "pop": str, "gpu": int}
+                                     -> 202 move (make-before-break, see moves.py); 200 the same move
+                                        for an id already known; 404 unknown replica; 409 already
+                                        moving; 422 naming the bad field
+GET /admin/moves/{id}                -> 200 {id, replica, slot, source, dest, phase, successor, ...}; 404
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ import json
 from typing import Any, Protocol
 
 from aiohttp import web
+
+from inferslice.testbed.serving.moves import Move, MoveRefused
 
 
 class Controllable(Protocol):
@@ -28,6 +35,11 @@ class Controllable(Protocol):
     def set_autoscale(self, enabled: bool) -> None: ...
 
     async def reconcile(self) -> None: ...
+
+    @property
+    def moves(self) -> dict[str, Move]: ...
+
+    def start_move(self, move_id: str, replica: str, pop: str, gpu: int) -> tuple[Move, bool]: ...
 
 
 def add_admin_routes(app: web.Application, front: Controllable) -> None:
@@ -58,7 +70,29 @@ def add_admin_routes(app: web.Application, front: Controllable) -> None:
         front.set_autoscale(enabled)
         return web.json_response(front.state())
 
+    async def h_move(request: web.Request) -> web.Response:
+        body = await json_object(request)
+        if isinstance(body, web.Response):
+            return body
+        for name, kind in (("id", str), ("replica", str), ("pop", str), ("gpu", int)):
+            v = body.get(name)
+            if not isinstance(v, kind) or isinstance(v, bool) or v == "":
+                return web.json_response({"error": f"{name} must be a {'non-empty string' if kind is str else 'integer'}"}, status=422)
+        try:
+            move, new = front.start_move(body["id"], body["replica"], body["pop"], body["gpu"])
+        except MoveRefused as err:
+            return web.json_response({"error": str(err)}, status=err.status)
+        return web.json_response(move.as_dict(), status=202 if new else 200)
+
+    async def h_move_get(request: web.Request) -> web.Response:
+        move = front.moves.get(request.match_info["id"])
+        if move is None:
+            return web.json_response({"error": "no such move"}, status=404)
+        return web.json_response(move.as_dict())
+
     app.router.add_get("/admin/state", h_state)
+    app.router.add_post("/admin/moves", h_move)
+    app.router.add_get("/admin/moves/{id}", h_move_get)
     app.router.add_put("/admin/replicas", h_replicas)
     app.router.add_put("/admin/autoscale", h_autoscale)
 

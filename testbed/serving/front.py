@@ -7,7 +7,8 @@ Proxies POST /v1/chat/completions, /v1/completions (streamed chunk by chunk), /t
 to the tier's replicas; at most max_ongoing_requests per replica, the rest wait in a FIFO queue.
 This module composes the parts, one idea each: ``replicas`` (the replica set at the PoPs' engine
 hosts), ``admission`` (the queue), ``proxy`` (forwarding), ``autoscale`` (the pure policy),
-``admin`` (the admin API on the same listener), ``metrics`` (GET /metrics with Ray Serve's names).
+``admin`` (the admin API on the same listener), ``metrics`` (GET /metrics with Ray Serve's names),
+``moves`` (make-before-break moves of a replica to another PoP).
 Every change of the replica set is published with inferslice.common.registry.write_replicas_fragment.
 """
 
@@ -34,6 +35,7 @@ from inferslice.testbed.serving import autoscale
 from inferslice.testbed.serving.admin import add_admin_routes
 from inferslice.testbed.serving.admission import Admission
 from inferslice.testbed.serving.metrics import HttpStats, RayServeCollector
+from inferslice.testbed.serving.moves import Move, MoveRefused, check_move, run_move
 from inferslice.testbed.serving.proxy import error_response, first_models, forward
 from inferslice.testbed.serving.replicas import Replica, ReplicaSet, registry_entries
 from inferslice.testbed.serving.router import RouterCore
@@ -92,6 +94,9 @@ class TierFront:
         self._loop_task: asyncio.Task[None] | None = None
         self._ops: set[asyncio.Task[None]] = set()
         self._published: list[ReplicaEntry] | None = None
+        self.moves: dict[str, Move] = {}
+        # A successor that does not serve within this is given up (the old replica keeps serving).
+        self.move_timeout_s = 4 * topology.timing.cold_start_s + 30.0
 
     @property
     def replicas(self) -> dict[int, Replica]:
@@ -175,6 +180,21 @@ class TierFront:
             self.scaler = autoscale.AutoscaleState(desired=self.target)
         self.autoscale_enabled = enabled
 
+    def start_move(self, move_id: str, replica: str, pop: str, gpu: int) -> tuple[Move, bool]:
+        """Start moving ``replica`` to ``pop``/``gpu`` make-before-break; (the move, whether it is new).
+        The same ``move_id`` again returns the move already known. MoveRefused when it cannot start."""
+        if move_id in self.moves:
+            return self.moves[move_id], False
+        if self._session is None:
+            raise MoveRefused("the front is not serving", 409)
+        pops = {p.name: p.gpus for p in self.topology.pops}
+        old = check_move(self.set, self.moves, replica, pop, gpu, pops)
+        move = Move(move_id, replica, old.slot, f"{old.pop}/gpu{old.gpu}", f"{pop}/gpu{gpu}")
+        self.moves[move_id] = move
+        coro = run_move(move, self.set, self._session, old, pop, gpu, ready_timeout_s=self.move_timeout_s, publish=self._publish)
+        self._spawn(coro)
+        return move, True
+
     def state(self) -> dict[str, Any]:
         return {
             "tier": self.tier_name,
@@ -224,7 +244,7 @@ class TierFront:
         self._publish()
 
     def _publish(self) -> None:
-        entries = registry_entries(self.tier_name, self.tier, self.replicas)
+        entries = registry_entries(self.tier_name, self.tier, self.set.all())
         if entries != self._published:
             write_replicas_fragment(self.state_dir, self.tier_name, entries)
             self._published = entries
@@ -251,7 +271,7 @@ class TierFront:
 
     async def _models(self, request: web.Request) -> web.Response:
         assert self._session is not None
-        ready = [r.url for r in self.replicas.values() if r.state == "ready"]
+        ready = [r.url for r in self.set.all() if r.state == "ready"]
         return await first_models(self._session, ready, self.tier_name)
 
     async def _metrics(self, request: web.Request) -> web.Response:

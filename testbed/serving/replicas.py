@@ -1,13 +1,16 @@
 """A tier's replica set: its slots' replicas created, deleted and watched at the PoPs' engine hosts.
 
 Slot k of the tier is placed at tier.placement[k], addressed by AddressPlan.replica(tier, k) and named
-AddressPlan.replica_id(tier, k); the engine hosts' admin API (POST/DELETE/GET /admin/replicas) owns
-their processes. Routability follows the replica's state: only a ready replica is routed to.
+AddressPlan.replica_id(tier, k), unless a move placed it elsewhere (``placed``: then replica_at /
+replica_id_at of that PoP); the engine hosts' admin API (POST/DELETE/GET /admin/replicas) owns their
+processes. Routability follows the replica's state: only a ready replica is routed to. During a move
+the slot has two replicas: the one in ``by_slot`` and its successor in ``incoming`` (see moves.py).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +59,7 @@ class Replica:
         }
 
 
-def registry_entries(tier_name: str, tier: Tier, replicas: dict[int, Replica]) -> list[ReplicaEntry]:
+def registry_entries(tier_name: str, tier: Tier, replicas: Iterable[Replica]) -> list[ReplicaEntry]:
     """The registry's view of the set: a replica not yet (or no longer) known ready is starting."""
     return [
         ReplicaEntry(
@@ -70,7 +73,7 @@ def registry_entries(tier_name: str, tier: Tier, replicas: dict[int, Replica]) -
             state={"pending": "starting", "unhealthy": "starting"}.get(r.state, r.state),
             pid=r.pid,
         )
-        for r in sorted(replicas.values(), key=lambda r: r.slot)
+        for r in sorted(replicas, key=lambda r: (r.slot, r.id))
     ]
 
 
@@ -83,18 +86,35 @@ class ReplicaSet:
         self.plan = plan
         self.router = router
         self.by_slot: dict[int, Replica] = {}
+        self.incoming: dict[int, Replica] = {}  # slot -> the successor a move is starting
+        self.placed: dict[int, tuple[str, int]] = {}  # slot -> (pop, gpu) a move put it at
+
+    def all(self) -> list[Replica]:
+        return [*self.by_slot.values(), *self.incoming.values()]
 
     def sorted(self) -> list[Replica]:
-        return sorted(self.by_slot.values(), key=lambda r: r.slot)
+        return sorted(self.all(), key=lambda r: (r.slot, r.id))
 
     def url_of(self, rid: str) -> str | None:
-        for r in self.by_slot.values():
+        for r in self.all():
             if r.id == rid:
                 return r.url
         return None
 
     def holds(self, rid: str) -> bool:
-        return any(r.id == rid for r in self.by_slot.values())
+        return any(r.id == rid for r in self.all())
+
+    def by_id(self, rid: str) -> Replica | None:
+        return next((r for r in self.by_slot.values() if r.id == rid), None)
+
+    def place(self, slot: int, pop: str | None = None, gpu: int | None = None) -> Replica:
+        """The replica of ``slot`` at ``pop``/``gpu`` (default: where a move put it, else its placement)."""
+        home_pop, home_gpu = self.placed.get(slot) or self.plan.slot_of(self.tier_name, slot)
+        pop = home_pop if pop is None else pop
+        gpu = home_gpu if gpu is None else gpu
+        ep = self.plan.replica_at(self.tier_name, slot, pop)
+        rid = self.plan.replica_id_at(self.tier_name, slot, pop)
+        return Replica(slot, rid, pop, gpu, ep.url, self.plan.host_admin(pop).url)
 
     def missing_slots(self, target: int) -> list[int]:
         return [k for k in range(target) if k not in self.by_slot]
@@ -106,18 +126,24 @@ class ReplicaSet:
             if r.slot >= target and r.state not in ("pending", "stopping"):
                 r.state = "stopping"
                 self.router.set_routable(r.id, False)
+                self.placed.pop(r.slot, None)  # a slot created again later starts at its placement
                 out.append(r)
         return out
 
     async def create(self, session: aiohttp.ClientSession, slot: int) -> bool:
         """Ask the slot's PoP host for the replica (adopting one a previous front created); False to retry later."""
-        pop, gpu = self.plan.slot_of(self.tier_name, slot)
-        ep = self.plan.replica(self.tier_name, slot)
-        rid = self.plan.replica_id(self.tier_name, slot)
-        admin = self.plan.host_admin(pop).url
-        r = Replica(slot, rid, pop, gpu, ep.url, admin)
+        r = self.place(slot)
         self.by_slot[slot] = r
-        body = {"id": rid, "tier": self.tier_name, "gpu": gpu, "gpu_fraction": self.tier.gpu_per_replica, "host": ep.host, "port": ep.port}
+        if await self.start(session, r):
+            return True
+        self.by_slot.pop(slot, None)  # retried on a later tick
+        return False
+
+    async def start(self, session: aiohttp.ClientSession, r: Replica) -> bool:
+        """POST the replica to its PoP's engine host; it cold-starts there. False if the host refused."""
+        host, _, port = r.url.removeprefix("http://").rpartition(":")
+        rid, admin = r.id, r.admin_url
+        body = {"id": rid, "tier": self.tier_name, "gpu": r.gpu, "gpu_fraction": self.tier.gpu_per_replica, "host": host, "port": int(port)}
         try:
             async with session.post(f"{admin}/admin/replicas", json=body, timeout=aiohttp.ClientTimeout(total=ADMIN_TIMEOUT_S)) as resp:
                 data = await resp.json(content_type=None)
@@ -127,7 +153,6 @@ class ReplicaSet:
                     raise aiohttp.ClientResponseError(resp.request_info, (), status=resp.status, message=str(data))
         except (aiohttp.ClientError, TimeoutError) as err:
             log.warning("front %s: cannot create %s at %s: %s", self.tier_name, rid, admin, err)
-            self.by_slot.pop(slot, None)  # retried on a later tick
             return False
         r.apply(data)
         self.router.add_replica(rid, routable=r.state == "ready")
@@ -147,14 +172,14 @@ class ReplicaSet:
 
     async def refresh(self, session: aiohttp.ClientSession) -> None:
         """Read replica states (starting/ready, GPU share) from the engine hosts' admin APIs."""
-        admins = {r.admin_url for r in self.by_slot.values() if r.state not in ("pending", "stopping")}
+        admins = {r.admin_url for r in self.all() if r.state not in ("pending", "stopping")}
         for admin in admins:
             try:
                 async with session.get(f"{admin}/admin/replicas", timeout=aiohttp.ClientTimeout(total=ADMIN_TIMEOUT_S)) as resp:
                     entries = {e["id"]: e for e in await resp.json()}
             except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError):
                 entries = None
-            for r in self.by_slot.values():
+            for r in self.all():
                 if r.admin_url != admin or r.state in ("pending", "stopping"):
                     continue
                 if entries is None or r.id not in entries:

@@ -101,7 +101,7 @@ def test_errors_are_typed(tmp_path: Path) -> None:
     with pytest.raises(PermanentActuatorError):
         act.apply(Action(ActionKind.SET_REPLICAS, "premium", 9, id="x-1"))  # 422 from the front
     with pytest.raises(PermanentActuatorError):
-        act.apply(Action(ActionKind.RELOCATE, "premium", "dublin/gpu1", id="x-2", replica="premium-0"))
+        act.apply(Action(ActionKind.SET_GPU_SHARE, "premium", 0.5, id="x-2"))  # a kind the testbed does not apply
     with pytest.raises(PermanentActuatorError):
         act.apply(Action(ActionKind.SET_REPLICAS, "nope", 1, id="x-3"))
     down = TestbedActuator(tmp_path / "missing")
@@ -116,3 +116,54 @@ def test_refuses_a_testbed_rebuilt_under_it(tmp_path: Path) -> None:
     write_registry(dataclasses.replace(reg, fronts=tuple(dataclasses.replace(f, pid=4242) for f in reg.fronts)), tmp_path)
     with pytest.raises(PermanentActuatorError):
         act.apply(Action(ActionKind.SET_REPLICAS, "premium", 2, id="x-9"))
+
+
+class MovingFront(FakeFront):
+    """FakeFront plus POST /admin/moves and GET /admin/moves/{id} as testbed/serving/admin.py documents
+    them; a move finishes after ``steps`` reads (the successor's cold start)."""
+
+    def __init__(self, steps: int) -> None:
+        super().__init__("premium", 6)
+        self.moves: dict[str, dict[str, Any]] = {}
+        self.steps = steps
+        self.posts = 0
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if request.method == "GET" and path.startswith("/admin/moves/"):
+            m = self.moves.get(path.removeprefix("/admin/moves/"))
+            if m is None:
+                return httpx.Response(404, json={"error": "no such move"})
+            m["reads"] += 1
+            m["phase"] = "done" if m["reads"] > self.steps else "starting"
+            return httpx.Response(200, json=m)
+        if request.method == "POST" and path == "/admin/moves":
+            body = json.loads(request.content)
+            self.posts += 1
+            if body["replica"] != "premium-0":
+                return httpx.Response(404, json={"error": f"no replica {body['replica']!r}"})
+            self.moves[body["id"]] = {**body, "dest": f"{body['pop']}/gpu{body['gpu']}", "phase": "starting", "reads": 0}
+            return httpx.Response(202, json=self.moves[body["id"]])
+        return super().__call__(request)
+
+
+def test_relocation_is_a_front_move_named_by_the_action_id(tmp_path: Path) -> None:
+    act, _, _ = _setup(tmp_path)
+    front = MovingFront(steps=1)
+    act.client = httpx.Client(transport=httpx.MockTransport(front))
+    assert ActionKind.RELOCATE in act.kinds  # so the controller lets the policy relocate on the testbed
+    a = Action(ActionKind.RELOCATE, "premium", "london/gpu1", id="rel-1", replica="premium-0")
+    assert act.apply(a).status is ApplyStatus.IN_PROGRESS
+    assert front.moves["rel-1"]["pop"] == "london" and front.moves["rel-1"]["gpu"] == 1
+    assert act.apply(a).status is ApplyStatus.IN_PROGRESS  # the successor still cold-starts
+    assert act.apply(a).status is ApplyStatus.APPLIED
+    assert act.apply(a).status is ApplyStatus.APPLIED  # a repeat after a crash changes nothing
+    assert front.posts == 1
+    assert act.apply(Action(ActionKind.RELOCATE, "premium", "dublin", id="rel-2", replica="premium-0")).status is ApplyStatus.IN_PROGRESS
+    assert front.moves["rel-2"]["gpu"] == 0  # a bare PoP means its first GPU
+    with pytest.raises(PermanentActuatorError):
+        act.apply(Action(ActionKind.RELOCATE, "premium", "london/gpu1", id="rel-3", replica="premium-9"))
+    with pytest.raises(PermanentActuatorError):
+        act.apply(Action(ActionKind.RELOCATE, "premium", "london/disk1", id="rel-4", replica="premium-0"))
+    with pytest.raises(PermanentActuatorError):
+        act.apply(Action(ActionKind.RELOCATE, "premium", "london", id="rel-5"))

@@ -214,3 +214,73 @@ async def test_killed_replica_mid_stream_and_unreachable_replica_give_clean_erro
             assert status == 503 and body[0]["error"]["code"] == 503
     finally:
         await front.stop()
+
+
+async def test_move_is_make_before_break_and_idempotent_by_id(bed: Bed) -> None:
+    front = await bed.front("standard", fixed_replicas=1)  # standard-0 at bristol/gpu0
+    url = bed.plan.front("standard").url
+    try:
+        await wait_for(lambda: front.state()["replicas"] and front.state()["replicas"][0]["state"] == "ready")
+        statuses: list[int] = []
+        ready_seen: list[int] = []
+        moving = True
+
+        async def load(s: aiohttp.ClientSession) -> None:
+            while moving:
+                statuses.append((await stream(s, url, 4))[0])
+
+        async def watch() -> None:
+            while moving:
+                ready_seen.append(sum(r["state"] == "ready" for r in front.state()["replicas"]))
+                await asyncio.sleep(0.01)
+
+        async with aiohttp.ClientSession() as s:
+            tasks = [asyncio.create_task(load(s)) for _ in range(3)] + [asyncio.create_task(watch())]
+            body = {"id": "act-1", "replica": "standard-0", "pop": "dublin", "gpu": 1}
+            async with s.post(url + "/admin/moves", json=body) as r:
+                assert r.status == 202
+                assert (await r.json())["source"] == "bristol/gpu0"
+            async with s.post(url + "/admin/moves", json=body) as r:
+                assert r.status == 200  # the same id: the same move, not a second one
+            async with s.post(url + "/admin/moves", json={**body, "id": "act-2"}) as r:
+                assert r.status == 409  # already moving
+            async with s.post(url + "/admin/moves", json={**body, "id": "act-3", "pop": "paris"}) as r:
+                assert r.status == 422 and "pop" in (await r.json())["error"]
+            async with s.post(url + "/admin/moves", json={**body, "id": "act-4", "gpu": 2}) as r:
+                assert r.status == 422 and "gpu" in (await r.json())["error"]
+            # the successor cold-starts next to the old replica, which keeps serving
+            await wait_for(lambda: len(front.state()["replicas"]) == 2, timeout_s=1.0)
+            await wait_for(lambda: front.moves["act-1"].phase == "done", timeout_s=5.0)
+            await asyncio.sleep(0.1)  # requests keep flowing to the moved replica
+            moving = False
+            await asyncio.gather(*tasks)
+            async with s.get(url + "/admin/moves/act-1") as r:
+                move = await r.json()
+        assert move["phase"] == "done" and move["dest"] == "dublin/gpu1" and move["successor"] == "standard-0-dublin"
+        assert statuses and set(statuses) == {200}
+        assert min(ready_seen) >= 1  # never without a ready replica
+        frag = json.loads(replicas_fragment_path(bed.state_dir, "standard").read_text())
+        assert [(e["id"], e["pop"], e["gpu"], e["state"]) for e in frag] == [("standard-0-dublin", "dublin", 1, "ready")]
+        assert "standard-0" not in bed.hosts["bristol"].replicas and "standard-0-dublin" in bed.hosts["dublin"].replicas
+        # scaling keeps the moved slot where it is and adds the next slot at its placement
+        front.set_fixed(2)
+        await wait_for(lambda: sum(r["state"] == "ready" for r in front.state()["replicas"]) == 2)
+        assert {(r["id"], r["pop"]) for r in front.state()["replicas"]} == {("standard-0-dublin", "dublin"), ("standard-1", "london")}
+    finally:
+        await front.stop(release_replicas=True)
+
+
+async def test_failed_move_leaves_the_old_replica_serving(bed: Bed) -> None:
+    front = await bed.front("free", fixed_replicas=1)
+    url = bed.plan.front("free").url
+    try:
+        await wait_for(lambda: front.state()["replicas"] and front.state()["replicas"][0]["state"] == "ready")
+        await bed.hosts["london"].stop()  # the destination's engine host is down
+        async with aiohttp.ClientSession() as s:
+            async with s.post(url + "/admin/moves", json={"id": "m", "replica": "free-0", "pop": "london", "gpu": 0}) as r:
+                assert r.status == 202
+            await wait_for(lambda: front.moves["m"].phase == "failed", timeout_s=5.0)
+            assert (await stream(s, url, 2))[0] == 200
+        assert [(r["id"], r["state"]) for r in front.state()["replicas"]] == [("free-0", "ready")]
+    finally:
+        await front.stop(release_replicas=True)

@@ -71,6 +71,12 @@ def test_plan_names_fit_ifnamsiz_and_classids_are_hex() -> None:
     # every placement slot gets its replica address on the bridge of its PoP
     assert ("t-premium", "10.203.0.14/24") in plan.bridge_addrs["dublin"]
     assert ("t-premium", "10.203.0.1/24") in plan.bridge_addrs["bristol"]
+    # ... and an address at every other PoP, where a move starts its successor: premium has 6 slots,
+    # so slot 0 at dublin (the third PoP) is .(10 + 6*3 + 0), slot 4 at bristol .(10 + 6*1 + 4)
+    assert ("t-premium", "10.203.0.28/24") in plan.bridge_addrs["dublin"]
+    assert ("t-premium", "10.203.0.20/24") in plan.bridge_addrs["bristol"]
+    premium = [a for pop in plan.pops for br, a in plan.bridge_addrs[pop] if br == "t-premium"]
+    assert len(premium) == len(set(premium)) == 1 + 6 * 3
 
 
 def test_plan_routes_non_mesh_through_gateway() -> None:
