@@ -6,8 +6,9 @@ skipped with the reason when it is missing. About 2 minutes on 2 cores (vLLM rea
 
 Checks, each against the engine's own /metrics read with prometheus_client's parser (not ours):
 - every engine family the exporter re-exports equals the engine's after merging, exactly;
-- client TTFT and TPOT agree with vLLM's histograms within bucket resolution (per bucket edge, the
-  client never sees a request faster than the engine, nor more than one bucket slower);
+- client TTFT and TPOT, one request at a time, agree with vLLM's histograms: TPOT within one bucket at
+  P50 and P90; TTFT never faster than the engine's bucket, slower by at most the measured path (front,
+  HTTP, API server) that vLLM's TTFT does not include;
 - concurrency past --max-num-seqs queues in the engine (requests waiting, queue time recorded).
 """
 
@@ -42,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("INFERSLICE_VLLM_VENV", ROOT / ".venv-vllm"))
 MAX_NUM_SEQS = 2
 CONCURRENCY = 6  # past --max-num-seqs: the engine queues
+CALM_PROMPTS = 12  # the sequential phase: enough for a P90, a few seconds of the tiny model
 
 pytestmark = pytest.mark.slow
 if not (VENV / "bin" / "python").exists() or not (VENV / "tiny-llama" / "config.json").exists():
@@ -179,18 +181,27 @@ async def test_real_vllm_behind_the_front(bed: Bed) -> None:
     assert compared > 50
     assert own["vllm:request_queue_time_seconds_sum"][()] > 0  # queued requests waited inside vLLM
 
-    # Client TTFT/TPOT against vLLM's histograms, within bucket resolution: at P50 and P90 the client's
-    # value falls in the engine's quantile bucket or a neighbour. The client adds the front, HTTP and
-    # vLLM's API-server work before the request reaches the engine (chat template, tokenising: not in
-    # vLLM's TTFT, which starts at the engine's arrival time); on 2 shared cores that tail reaches
-    # hundreds of ms, so P99 is reported, not asserted.
     assert own["vllm:time_to_first_token_seconds_count"][()] == len(result.records)
+
+    # Client TTFT/TPOT against vLLM's histograms, within bucket resolution: at P50 and P90 the client's
+    # value falls in the engine's quantile bucket or a neighbour. Compared in a second, sequential phase
+    # (one request at a time) against the engine's histogram increase over that phase: under the
+    # queueing phase above the client also waits for vLLM's API server (chat template, tokenising,
+    # streaming: not in vLLM's TTFT, which starts at the engine's arrival time) on 2 shared cores, and
+    # that wait, not the engine, set the client's percentiles (seen: client P50 382 ms, engine <= 20 ms).
+    # P99 is reported, not asserted.
+    calm = await run_load(LoadConfig(url=url, model="tiny", concurrency=1, num_prompts=CALM_PROMPTS, workload=spec, seed=5))
+    assert calm.summary["failed"] == 0, calm.summary["errors_by_type"]
+    async with aiohttp.ClientSession() as sess, sess.get(bed.replica_url + "/metrics") as r:
+        after = _own(await r.text())
     figures: dict[str, Any] = {}
-    for key, name, values in (("ttft", "vllm:time_to_first_token_seconds", [r.ttft_s for r in result.records]),
-                              ("tpot", "vllm:request_time_per_output_token_seconds", [r.tpot_s for r in result.records])):
-        cum = sorted(_cum(own, name).items())
+    for key, name, values in (("ttft", "vllm:time_to_first_token_seconds", [r.ttft_s for r in calm.records]),
+                              ("tpot", "vllm:request_time_per_output_token_seconds", [r.tpot_s for r in calm.records])):
+        before_cum = _cum(own, name)
+        cum = sorted((edge, count - before_cum[edge]) for edge, count in _cum(after, name).items())
         xs = sorted(x for x in values if x is not None)
         total = cum[-1][1]
+        assert total == len(xs) == CALM_PROMPTS
         edges = [e for e, _ in cum]
         for q in (0.5, 0.9, 0.99):
             engine_idx = next(i for i, (_, c) in enumerate(cum) if c >= q * total)
@@ -198,9 +209,20 @@ async def test_real_vllm_behind_the_front(bed: Bed) -> None:
             client_idx = next(i for i, e in enumerate(edges) if client <= e)
             figures[f"{key}_p{int(q * 100)}"] = {"client_s": client, "engine_bucket_le": edges[engine_idx],
                                                  "bucket_offset": client_idx - engine_idx}
+        engine_sum = after[name + "_sum"][()] - own[name + "_sum"][()]
         figures[f"{key}_mean_client_s"] = sum(xs) / len(xs)
-        figures[f"{key}_mean_engine_s"] = own[name + "_sum"][()] / own[name + "_count"][()]
+        figures[f"{key}_mean_engine_s"] = engine_sum / total
     assert figures["ttft_mean_client_s"] >= figures["ttft_mean_engine_s"]  # the client sees the engine's TTFT plus the path
     print("real-vLLM figures:", json.dumps({**figures, "families_compared": compared, "waiting_peak": waiting_seen}))
-    for key in ("ttft_p50", "ttft_p90", "tpot_p50", "tpot_p90"):
+    for key in ("tpot_p50", "tpot_p90"):
         assert abs(figures[key]["bucket_offset"]) <= 1, (key, figures[key])
+    # TTFT: the client is never faster than the engine's quantile bucket allows (offset >= -1). It is
+    # slower by the path vLLM's TTFT does not see (the front, HTTP, the API server's chat template and
+    # tokenising): with the tiny model's ~5 ms TTFT that path (seen 30-50 ms, one request at a time)
+    # spans two or three of vLLM's fine low buckets, so the upper side is bounded by the path itself,
+    # measured as the difference of the means, not by a bucket count.
+    path_s = figures["ttft_mean_client_s"] - figures["ttft_mean_engine_s"]
+    for key in ("ttft_p50", "ttft_p90"):
+        assert figures[key]["bucket_offset"] >= -1, (key, figures[key])
+        assert figures[key]["client_s"] <= figures[key]["engine_bucket_le"] + 3 * path_s, (key, figures[key], path_s)
+    assert path_s < 0.25, path_s  # one request at a time, the platform's path adds well under a bucket of 250 ms
