@@ -147,8 +147,9 @@ async def test_real_vllm_behind_the_front(bed: Bed) -> None:
     s = result.summary
     assert s["failed"] == 0, s["errors_by_type"]
     assert s["max_model_len"] == 256 and s["prompt_token_costs"] == "tokenize"
-    # Queue-limited at the engine: more requests than --max-num-seqs wait inside vLLM.
-    assert waiting_seen >= 1
+    # Queue-limited at the engine: more requests than --max-num-seqs wait inside vLLM. The waiting gauge
+    # sampled every 20 ms can miss a queue that the tiny model drains in tens of ms (seen in CI: 0), so
+    # the proof is the queue time vLLM recorded, below; the gauge's peak is reported.
 
     async with aiohttp.ClientSession() as sess, sess.get(bed.replica_url + "/metrics") as r:
         text = await r.text()
@@ -181,7 +182,11 @@ async def test_real_vllm_behind_the_front(bed: Bed) -> None:
     assert v(mn.ENGINE_WAITING, {"slice": "free"}) == own["vllm:num_requests_waiting"][()]
     assert v(mn.ENGINE_KV_CACHE_USAGE, {"slice": "free", "stat": "max"}) == own["vllm:kv_cache_usage_perc"][()]
     assert compared > 50
-    assert own["vllm:request_queue_time_seconds_sum"][()] > 0  # queued requests waited inside vLLM
+    # With 6 clients and 2 sequences at a time, requests spend a good part of their life queued inside
+    # vLLM (without a queue the share would be the scheduler's ~ms, near 0).
+    queued_share = own["vllm:request_queue_time_seconds_sum"][()] / own["vllm:e2e_request_latency_seconds_sum"][()]
+    print(f"real-vLLM queue: waiting peak {waiting_seen:.0f}, queued share of e2e {queued_share:.2f}")
+    assert queued_share >= 0.2, queued_share
 
     assert own["vllm:time_to_first_token_seconds_count"][()] == len(result.records)
 
