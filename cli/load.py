@@ -45,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     load = parser.add_argument_group("load options")
     load.add_argument("--burstiness", type=float, default=1.0, help="gamma shape of arrival gaps (1 = Poisson)")
     load.add_argument("--max-concurrency", type=int, help="with --request-rate: cap on requests in flight")
+    load.add_argument("--rate-schedule", default="", metavar="T:R,T:R,...",
+                      help="with --request-rate (the peak): the rate over time, linear between points (s:req/s)")
     load.add_argument("--duration-s", type=float, help="stop starting requests after S seconds")
     load.add_argument("--num-prompts", type=int, help="stop after N requests")
     load.add_argument("--num-warmups", type=int, default=0, help="requests sent before the measured run")
@@ -92,6 +94,13 @@ def _resolve_target(args: argparse.Namespace) -> tuple[str, str, str]:
     return url, model, args.slice or args.tier or "default"
 
 
+def parse_schedule(text: str) -> tuple[tuple[float, float], ...]:
+    try:
+        return tuple((float(t), float(r)) for t, r in (p.split(":") for p in text.split(",") if p.strip()))
+    except ValueError:
+        raise InputError(f"expected T:R,T:R,... (seconds:req/s), got {text!r}", field="rate-schedule") from None
+
+
 def build_config(args: argparse.Namespace) -> LoadConfig:
     url, model, slice_name = _resolve_target(args)
     try:
@@ -103,6 +112,7 @@ def build_config(args: argparse.Namespace) -> LoadConfig:
     return LoadConfig(
         url=url, model=model, slice=slice_name, endpoint=args.endpoint, concurrency=args.concurrency,
         request_rate_rps=args.request_rate, burstiness=args.burstiness, max_concurrency=args.max_concurrency,
+        rate_schedule=parse_schedule(args.rate_schedule),
         duration_s=args.duration_s, num_prompts=args.num_prompts, num_warmups=args.num_warmups, seed=args.seed,
         request_timeout_s=args.request_timeout_s, goodput=parse_goodput(args.goodput) if args.goodput else None,
         percentiles=percentiles or (99.0,), drain_timeout_s=args.drain_timeout_s, prompt_tokens_hint=args.prompt_tokens_hint,

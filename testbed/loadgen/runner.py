@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import math
 import time
 from collections.abc import Sequence
@@ -45,6 +46,10 @@ class LoadConfig:
     request_rate_rps: float | None = None  # open loop: mean arrival rate; math.inf sends everything at once
     burstiness: float = 1.0  # gamma shape of inter-arrival gaps (vllm bench): 1 = Poisson, < 1 burstier
     max_concurrency: int | None = None  # open loop only: cap on requests in flight (excess waits)
+    # Open loop only: the rate over time, ((t_s, rate_rps), ...) linear between points and held after
+    # the last; arrivals of the request_rate_rps process are kept with probability rate(t) / that rate
+    # (thinning), so request_rate_rps must be the schedule's peak or above. Empty: a constant rate.
+    rate_schedule: tuple[tuple[float, float], ...] = ()
     duration_s: float | None = None  # stop starting requests after this long
     num_prompts: int | None = None  # stop after this many requests
     num_warmups: int = 0  # requests sent (and discarded) before the measured run, like vllm bench
@@ -69,6 +74,8 @@ class LoadConfig:
             raise ConfigError("concurrency must be >= 1", field="concurrency")
         if self.request_rate_rps is not None and not self.request_rate_rps > 0:
             raise ConfigError("request rate must be > 0 (inf sends everything at once)", field="request_rate_rps")
+        if self.rate_schedule:
+            check_schedule(self.rate_schedule, self.request_rate_rps)
         if not self.burstiness > 0:
             raise ConfigError("burstiness must be > 0", field="burstiness")
         if self.max_concurrency is not None and self.max_concurrency < 1:
@@ -129,6 +136,35 @@ def arrival_offsets(rng: np.random.Generator, rate_rps: float, burstiness: float
         return np.zeros(n)
     gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate_rps * burstiness), size=n)
     return np.cumsum(gaps)
+
+
+def check_schedule(schedule: Sequence[tuple[float, float]], peak_rps: float | None) -> None:
+    if peak_rps is None or peak_rps == math.inf:
+        raise ConfigError("a rate schedule needs a finite request_rate_rps (its peak)", field="rate_schedule")
+    times = [t for t, _ in schedule]
+    if times != sorted(times) or times[0] < 0:
+        raise ConfigError("a rate schedule's times must be >= 0 and ascending", field="rate_schedule")
+    if not any(r > 0 for _, r in schedule):
+        raise ConfigError("a rate schedule needs a rate > 0 somewhere", field="rate_schedule")
+    if any(not 0 <= r <= peak_rps for _, r in schedule):
+        raise ConfigError(f"a rate schedule's rates must be within [0, {peak_rps:g}] (request_rate_rps)", field="rate_schedule")
+
+
+def rate_at(schedule: Sequence[tuple[float, float]], t_s: float) -> float:
+    """The schedule's rate at ``t_s``: linear between points, the first/last value outside them."""
+    if t_s <= schedule[0][0]:
+        return schedule[0][1]
+    for (t0, r0), (t1, r1) in itertools.pairwise(schedule):
+        if t_s <= t1:
+            return r0 if t1 == t0 else r0 + (r1 - r0) * (t_s - t0) / (t1 - t0)
+    return schedule[-1][1]
+
+
+def thin(rng: np.random.Generator, offsets: np.ndarray, schedule: Sequence[tuple[float, float]], peak_rps: float) -> np.ndarray:
+    """Keep each arrival of the peak-rate process with probability rate(t) / peak (Lewis-Shedler
+    thinning: the kept ones are a Poisson process of the schedule's rate when burstiness is 1)."""
+    keep = rng.random(len(offsets)) * peak_rps < np.array([rate_at(schedule, float(t)) for t in offsets])
+    return offsets[keep]
 
 
 class _Run:
@@ -203,7 +239,19 @@ class _Run:
         limit = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
         rng = self.workload.arrival_rng
         block = 1024  # arrivals are drawn in blocks so an open-ended run needs no upfront count
-        offsets = arrival_offsets(rng, cfg.request_rate_rps or math.inf, cfg.burstiness, cfg.num_prompts or block)
+        rate = cfg.request_rate_rps or math.inf
+
+        def draw(n: int, base: float) -> np.ndarray:
+            while True:  # a block may be thinned to nothing where the schedule's rate is ~0
+                raw = arrival_offsets(rng, rate, cfg.burstiness, n) + base
+                kept = thin(rng, raw, cfg.rate_schedule, rate) if cfg.rate_schedule else raw
+                if len(kept):
+                    return kept
+                if cfg.duration_s is not None and float(raw[-1]) > cfg.duration_s:
+                    return np.array([cfg.duration_s])  # wakes the loop at the deadline, which then ends it
+                base = float(raw[-1])
+
+        offsets = draw(cfg.num_prompts or block, 0.0)
         base = 0.0
         tasks: set[asyncio.Task[None]] = set()
 
@@ -218,7 +266,7 @@ class _Run:
         while True:
             if k == len(offsets):
                 base = float(offsets[-1])
-                offsets = arrival_offsets(rng, cfg.request_rate_rps or math.inf, cfg.burstiness, block) + base
+                offsets = draw(block, base)
                 k = 0
             due = t0 + float(offsets[k])
             delay = due - time.perf_counter()
