@@ -9,10 +9,14 @@ the state to carry; it never performs I/O. Remedies follow the cause, in the att
   service rate (capacity for the arrivals plus draining the backlog within ``queue_drain_s``), capped
   by the ceiling and the GPU/CPU quotas. At the ceiling it says so (an ``at_ceiling`` event naming
   the admission policy) and does not act outside the guarantee.
-- network-limited: the client-edge cap to measured demand x headroom within the bandwidth budget; with
-  the budget spent, relocation toward a PoP with more headroom toward the client. Never replicas.
+- network-limited: the client-edge cap to measured demand x headroom within the bandwidth budget
+  (``control.demand``); a link pinned at its cap hides demand, so the cap steps by at least
+  ``cap_probe_factor`` to converge in one step; with the budget spent, relocation toward a PoP with
+  more headroom toward the client. Never replicas.
 - compute-limited: move the most contended replica to a GPU with headroom (make-before-break), else
   scale out within the quota.
+- replicas and moves only for verdicts that persisted and are not read behind a binding link
+  (``control.trust``): an episode whose only binding resource is the network never gets replicas.
 - no binding resource: pre-scale for the forecast arrival rate one cold start ahead (never when the
   only binding resource is the network); healthy for ``reclaim_after_healthy_s``: reclaim one step.
 
@@ -28,10 +32,12 @@ from dataclasses import replace
 
 from inferslice.actions import Action, ActionKind
 from inferslice.control.attribution import causes, queue_delay_s
+from inferslice.control.demand import demand_bps, learn
 from inferslice.control.forecast import Forecast, predict, update
 from inferslice.control.placement import destinations
 from inferslice.control.settings import TierPolicy
 from inferslice.control.state import Check, ControlEvent, ControlState, SliceState
+from inferslice.control.trust import held, link_pinned, shadowed, track
 from inferslice.diagnosis import BINDING_REGIMES, Diagnosis, Regime
 from inferslice.snapshot import SliceSnapshot
 
@@ -84,7 +90,7 @@ def _observe(st: ControlState, ss: SliceState, p: TierPolicy, now_s: float, even
         events.append(ControlEvent(now_s, p.tier, "measured", f"cold start {sample:.1f} s (estimate now {cold:.1f} s)"))
         since, to = None, None
     return replace(
-        st,
+        learn(st, ss, p),
         forecast=fc_state,
         service_rate_rps=rate,
         cold_start_s=cold,
@@ -200,31 +206,6 @@ def _size_for_queue(d: Diagnosis, ss: SliceState, p: TierPolicy, st: ControlStat
     return n
 
 
-def _demand_bps(ss: SliceState, p: TierPolicy) -> float | None:
-    """Unconstrained response bandwidth: the larger of (a) what the link carries stretched by how much
-    the cap slows delivery (TPOT or tokens/s against the reference) and (b) the streams in flight at
-    the reference TPOT times the measured bits per token (a cap just applied has few finished
-    requests to show its TPOT, but the streams it holds back are already running)."""
-    snap = ss.snapshot
-    if snap is None:
-        return None
-    carried = snap.link_rx_bps if snap.link_rx_bps is not None else (ss.cap_bps or snap.link_cap_bps)
-    if carried is None:
-        return None
-    k = 1.0
-    tpot = snap.tpot_p50_s if snap.tpot_p50_s is not None else snap.tpot_mean_s
-    ref_tpot = snap.ref_tpot_p50_s if snap.ref_tpot_p50_s is not None else snap.ref_tpot_mean_s
-    if tpot and ref_tpot:
-        k = max(k, tpot / ref_tpot)
-    if snap.output_tokens_per_s and snap.ref_output_tokens_per_s:
-        k = max(k, snap.ref_output_tokens_per_s / snap.output_tokens_per_s)
-    demand = carried * k
-    if snap.requests_running and snap.output_tokens_per_s and snap.link_rx_bps and ref_tpot:
-        bits_per_token = snap.link_rx_bps / snap.output_tokens_per_s
-        demand = max(demand, snap.requests_running * bits_per_token / ref_tpot)
-    return min(demand, carried * p.settings.demand_inflation_max)
-
-
 def _at_ceiling_event(p: TierPolicy, ss: SliceState, now_s: float, cause: Regime) -> ControlEvent:
     n = ss.replicas_target
     return ControlEvent(
@@ -299,7 +280,7 @@ def decide(
     binding = causes(diagnosis) if confident and diagnosis is not None else []
     healthy = confident and not binding and diagnosis is not None and diagnosis.regime is Regime.HEALTHY
     healthy_since = (st.healthy_since_s if st.healthy_since_s is not None else now_s) if healthy else None
-    st = replace(st, healthy_since_s=healthy_since)
+    st = replace(track(st, diagnosis, {b.regime for b in binding}, ss, s, now_s), healthy_since_s=healthy_since)
     if healthy_since is not None and now_s - healthy_since >= s.reclaim_after_healthy_s:
         st = replace(st, futile=(), at_ceiling=False)  # a new episode may try every remedy again
 
@@ -311,12 +292,18 @@ def decide(
     limit = p.replicas_limit
     target = ss.replicas_target
     cold = _cold_start(st, p)
+    conf = diagnosis.confidence if diagnosis is not None else 0.0
+    compound = any(b.regime is N for b in binding)
+    holding = False  # a replica remedy waits this window: no forecast pre-scale in its place either
 
     for cause in binding:
         r = cause.regime
         if r is Q and diagnosis is not None and (Q.value, ActionKind.SET_REPLICAS.value) not in futile:
             n = min(_size_for_queue(diagnosis, ss, p, st, lam, fc), limit)
-            if n > target:
+            wait = held(Q, st, conf, s, now_s, compound=compound) if n > target else None
+            if wait is not None:
+                holding = _held_event(events, st, p, Q, wait, now_s)
+            elif n > target:
                 qd = queue_delay_s(diagnosis, ss.snapshot)
                 why = (
                     f"queue_limited: {qd:.2f} s of P99 TTFT queueing at {lam or 0:.2f} req/s, {_service_rate(st, p):.2f} req/s per replica"
@@ -326,7 +313,7 @@ def decide(
             elif ss.replicas_ready >= target:
                 at_ceiling = True
         elif r is N and ActionKind.SET_CAP not in decided:
-            demand = _demand_bps(ss, p)
+            demand = demand_bps(ss, p, st, lam)
             cap = ss.cap_bps
             if (
                 (N.value, ActionKind.SET_CAP.value) not in futile
@@ -334,7 +321,8 @@ def decide(
                 and cap is not None
                 and cap < p.bandwidth_budget_bps
             ):
-                hidden = demand <= cap * 1.05  # nothing shows more demand than the cap lets through
+                # A pinned link, or an estimate no larger than the cap, hides the demand: probe.
+                hidden = demand <= cap * 1.05 or link_pinned(ss, s.link_pinned_ratio)
                 step = s.cap_probe_factor if hidden else s.cap_headroom
                 new_cap = min(max(demand * s.cap_headroom, cap * step), p.bandwidth_budget_bps)
                 actions.append(
@@ -365,12 +353,15 @@ def decide(
                     events.append(ControlEvent(now_s, p.tier, "budget_exhausted", f"bandwidth budget spent and {why_not}", N.value))
         elif r is C:
             act = None
-            if ss.relocatable and (C.value, ActionKind.RELOCATE.value) not in futile and ActionKind.RELOCATE not in decided:
+            wait = held(C, st, conf, s, now_s, compound=compound)
+            if wait is not None:
+                holding = _held_event(events, st, p, C, wait, now_s)
+            elif ss.relocatable and (C.value, ActionKind.RELOCATE.value) not in futile and ActionKind.RELOCATE not in decided:
                 act, _ = _relocate(p, ss, C, now_s, st)
             if act is not None:
                 actions.append(act)
                 decided.add(ActionKind.RELOCATE)
-            elif (C.value, ActionKind.SET_REPLICAS.value) not in futile:
+            elif wait is None and (C.value, ActionKind.SET_REPLICAS.value) not in futile:
                 shares = [x.gpu_share for x in ss.replicas if x.state == "ready"] or [1.0]
                 mean_share = max(0.1, sum(shares) / len(shares))
                 n = min(max(target + 1, math.ceil(target / mean_share - 1e-9)), limit)
@@ -382,7 +373,14 @@ def decide(
                     at_ceiling = True
 
     network_only = bool(binding) and all(b.regime is N for b in binding)
-    if want_replicas is None and not network_only and fc is not None and (FORECAST, ActionKind.SET_REPLICAS.value) not in futile:
+    if (
+        want_replicas is None
+        and not network_only
+        and not holding
+        and not shadowed(st, s, now_s)  # arrivals recovering behind a raised cap are not a demand trend
+        and fc is not None
+        and (FORECAST, ActionKind.SET_REPLICAS.value) not in futile
+    ):
         mu = _service_rate(st, p)
         n = min(math.ceil(min(fc.upper / (mu * s.target_utilisation), 1e6) - 1e-9), limit)
         n_mean = math.ceil(min(fc.mean / (mu * s.target_utilisation), 1e6) - 1e-9)
@@ -421,6 +419,13 @@ def decide(
     return _finish(actions, st, events, p, now_s)
 
 
+def _held_event(events: list[ControlEvent], st: ControlState, p: TierPolicy, r: Regime, why: str, now_s: float) -> bool:
+    """Say once per episode (its first window) that a remedy waits, not every window it does."""
+    if dict(st.streaks).get(r.value, 0) <= 1:
+        events.append(ControlEvent(now_s, p.tier, "held", why, r.value))
+    return True
+
+
 def _reclaim(p: TierPolicy, ss: SliceState, st: ControlState, lam: float | None, fc: Forecast | None, now_s: float) -> list[Action]:
     s = p.settings
     out: list[Action] = []
@@ -446,10 +451,10 @@ def _reclaim(p: TierPolicy, ss: SliceState, st: ControlState, lam: float | None,
                 expected_by_s=now_s + s.reclaim_after_healthy_s / 2,
             )
         )
-    demand_bps = _demand_bps(ss, p)
+    wanted_bps = demand_bps(ss, p, st, lam)
     cap = ss.cap_bps
-    if (RECLAIM, ActionKind.SET_CAP.value) not in st.futile and cap is not None and demand_bps:
-        keep = max(demand_bps * s.cap_headroom * s.cap_reclaim_margin, p.base_cap_bps or 0.0)
+    if (RECLAIM, ActionKind.SET_CAP.value) not in st.futile and cap is not None and wanted_bps:
+        keep = max(wanted_bps * s.cap_headroom * s.cap_reclaim_margin, p.base_cap_bps or 0.0)
         if cap > 2 * keep:
             lowered = cap - (cap - keep) / 2  # half the excess per reclaim period: slow, never below margin x demand
             out.append(

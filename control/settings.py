@@ -23,10 +23,17 @@ class ControlSettings:
     target_utilisation: float = 0.8  # size replicas to 80 % of measured service rate: Poisson bursts queue above ~0.85
     queue_drain_s: float = 8.0  # clear the attributed backlog within about one cold start, so the tail recovers in one load step
     min_confidence: float = 0.4  # weaker verdicts change nothing: a wrong remedy costs a cold start
+    persist_windows: int = 2  # replicas or a move for compute (or a less-than-sure queue) after two windows: one straddling window misreads
+    act_at_once_confidence: float = 0.75  # a queue verdict this sure acts in its first window: a queue grows within one load step
     # -- network ----------------------------------------------------------------------------------
     cap_headroom: float = 1.3  # cap = demand x 1.3: demand grew 0.91 -> 1.32 Mbps (+45 %) per load step in the brief
-    cap_probe_factor: float = 2.0  # demand hidden behind the cap (nothing shows more than it carries): double, reclaim trims later
+    # A link pinned at its cap hides demand (it never carries more): step x3, not x2. The brief's squeeze is 0.5 Mbit/s
+    # under ~0.9 (1.8x), and the backlog built behind the cap must drain through the new one; at x2 the
+    # raise bound again while draining (a second step, one window before the demo's 20 s phase settled). Reclaim trims later.
+    cap_probe_factor: float = 3.0
     link_used_ratio: float = 0.8  # a raised cap is used when the link carries >= 80 % of it (HTB pins ~0.92 x cap)
+    link_pinned_ratio: float = 0.9  # the link binds when it carries >= 90 % of its cap (HTB holds a binding one at 0.92-1.0)
+    network_settle_s: float = 6.0  # three windows after the link last bound: no replicas for queue/compute read behind it
     demand_inflation_max: float = 8.0  # unconstrained demand is at most 8x what a pinned link carries (brief: TPOT 26 -> 280 ms)
     # -- compute ----------------------------------------------------------------------------------
     contended_share: float = 0.9  # a replica below 90 % of its GPU share has a neighbour (the classifier's gpu_share_reduced)

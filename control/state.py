@@ -81,12 +81,18 @@ class ControlState:
     checks: tuple[Check, ...] = ()
     futile: tuple[tuple[str, str], ...] = ()  # (cause, action kind) never repeated within this episode
     at_ceiling: bool = False
+    streaks: tuple[tuple[str, int], ...] = ()  # (regime, consecutive diagnosis windows it has been binding)
+    streak_window_s: float | None = None  # the diagnosis window the streaks last counted
+    network_seen_s: float | None = None  # when the link last bound (pinned at its cap or a network verdict)
+    bits_per_token: float | None = None  # learned on the wire from windows whose link does not bind
+    tokens_per_request: float | None = None  # likewise
     events: tuple[ControlEvent, ...] = ()  # produced by the latest decision only
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["checks"] = [{**asdict(c), "kind": c.kind.value} for c in self.checks]
         out["futile"] = [list(f) for f in self.futile]
+        out["streaks"] = [list(x) for x in self.streaks]
         return out
 
 
@@ -108,6 +114,11 @@ def control_state_from_dict(data: Mapping[str, Any]) -> ControlState:
         checks=tuple(Check(**{**c, "kind": ActionKind(c["kind"])}) for c in data.get("checks", [])),
         futile=tuple((str(a), str(b)) for a, b in data.get("futile", [])),
         at_ceiling=bool(data.get("at_ceiling", False)),
+        streaks=tuple((str(r), int(n)) for r, n in data.get("streaks", [])),
+        streak_window_s=data.get("streak_window_s"),
+        network_seen_s=data.get("network_seen_s"),
+        bits_per_token=data.get("bits_per_token"),
+        tokens_per_request=data.get("tokens_per_request"),
         events=tuple(ControlEvent(**e) for e in data.get("events", [])),
     )
 

@@ -41,22 +41,58 @@ def test_queue_at_ceiling_reports_admission_policy_once() -> None:
     assert actions == [] and not [e for e in st2.events if e.kind == "at_ceiling"]
 
 
-def test_network_raises_cap_to_demand_with_headroom_and_never_adds_replicas() -> None:
-    # pinned at 0.46 Mbit/s, tokens 220 vs 370 tok/s unconstrained -> demand 0.46 x 370/220 = 0.774 Mbit/s; x 1.3
-    snap = SliceSnapshot(
+def _squeezed(rx_bps: float, tokens_per_s: float = 220.0) -> SliceSnapshot:
+    return SliceSnapshot(
         "standard",
         request_rate=2.0,
-        link_rx_bps=0.46e6,
+        link_rx_bps=rx_bps,
         link_cap_bps=0.5e6,
-        output_tokens_per_s=220.0,
+        output_tokens_per_s=tokens_per_s,
         ref_output_tokens_per_s=370.0,
         requests_waiting=3.0,
     )
-    ss = state_of("standard", {"standard": 1}, snap, caps={"standard": 0.5e6})
+
+
+def test_network_raises_cap_to_demand_with_headroom_and_never_adds_replicas() -> None:
+    # not pinned (0.40 of a 0.50 Mbit/s cap is 80 %, under the 90 % that pins): tokens 220 vs 370 tok/s
+    # unconstrained -> demand 0.40 x 370/220 = 0.673 Mbit/s, visible above the cap -> x 1.3 = 0.8745 Mbit/s
+    ss = state_of("standard", {"standard": 1}, _squeezed(0.40e6), caps={"standard": 0.5e6})
     actions, _ = decide(diag("standard", N), ss, POLICIES["standard"], 50.0, ControlState())
     assert [a.kind for a in actions] == [ActionKind.SET_CAP]
-    assert actions[0].value == pytest.approx(0.46e6 * 370 / 220 * 1.3, rel=1e-6)
+    assert actions[0].value == pytest.approx(0.40e6 * 370 / 220 * 1.3, rel=1e-6)
     assert actions[0].previous == 0.5e6
+
+
+def test_pinned_link_hides_demand_so_the_cap_steps_by_the_probe_factor_in_one_go() -> None:
+    # pinned (0.46 of 0.5 Mbit/s = 92 %): the estimate 0.46 x 370/220 x 1.3 = 1.006 Mbit/s is a lower
+    # bound; the probe x3 = 1.5 Mbit/s is larger and wins (at x2 the demo's raise bound again while draining)
+    ss = state_of("standard", {"standard": 1}, _squeezed(0.46e6), caps={"standard": 0.5e6})
+    [a], _ = decide(diag("standard", N), ss, POLICIES["standard"], 50.0, ControlState())
+    assert a.value == 1_500_000
+    # where the evidence shows more than the probe (tokens at 50 of 370 tok/s: demand 0.46 x 7.4 = 3.40
+    # Mbit/s, within the 8x inflation bound), the estimate x 1.3 = 4.43 Mbit/s wins: one step, not three probes
+    ss = state_of("standard", {"standard": 1}, _squeezed(0.46e6, tokens_per_s=50.0), caps={"standard": 0.5e6})
+    [a], _ = decide(diag("standard", N), ss, POLICIES["standard"], 50.0, ControlState())
+    assert a.value == pytest.approx(0.46e6 * 370 / 50 * 1.3, rel=1e-6)
+
+
+def test_demand_uses_bits_per_token_learned_while_the_link_was_free() -> None:
+    # Two free windows at 2,450 bit/token (0.49 Mbit/s for 200 tok/s, uncapped), then pinned with the
+    # engine's counter ahead of the wire (0.5 Mbit/s / 280 tok/s = 1,786 bit/token). 10 streams at the
+    # reference TPOT of 25 ms want 10 x 2,450 / 0.025 = 0.98 Mbit/s -> x 1.3 = 1.274 Mbit/s; with the
+    # window's own ratio it would be 0.714 -> the probe. Here the cap is 0.2 Mbit/s: probe 0.6 < 1.274.
+    p = POLICIES["standard"]
+    st = ControlState()
+    free = SliceSnapshot("standard", request_rate=1.0, link_rx_bps=0.49e6, output_tokens_per_s=200.0, ref_tpot_p50_s=0.025)
+    for t in (0.0, 2.0):
+        _, st = decide(diag("standard", H), state_of("standard", {"standard": 2}, free), p, t, st)
+    assert st.bits_per_token == pytest.approx(2450.0)
+    pinned = SliceSnapshot(
+        "standard", link_rx_bps=0.2e6, link_cap_bps=0.2e6, output_tokens_per_s=112.0, requests_running=10.0, ref_tpot_p50_s=0.025
+    )
+    [a], st = decide(diag("standard", N), state_of("standard", {"standard": 2}, pinned, caps={"standard": 0.2e6}), p, 4.0, st)
+    assert a.kind is ActionKind.SET_CAP and a.value == pytest.approx(10 * 2450 / 0.025 * 1.3, rel=1e-6)
+    assert st.bits_per_token == pytest.approx(2450.0)  # the pinned window taught nothing
 
 
 def test_network_only_ramp_never_scales_out() -> None:
@@ -74,7 +110,9 @@ def test_compute_moves_contended_replica_to_nearest_free_gpu() -> None:
     snap = SliceSnapshot("standard", request_rate=1.0, gpu_share=0.5)
     ss = state_of("standard", {"standard": 1, "free": 1}, snap, share=0.5)
     assert ss.free_gpu["bristol/gpu0"] == 0.0 and ss.free_gpu["dublin/gpu1"] == 1.0
-    actions, _ = decide(diag("standard", C), ss, POLICIES["standard"], 5.0, ControlState())
+    actions, st = decide(diag("standard", C), ss, POLICIES["standard"], 3.0, ControlState())
+    assert actions == [] and [e.kind for e in st.events] == ["held"]  # one window of compute pays no cold start
+    actions, _ = decide(diag("standard", C), ss, POLICIES["standard"], 5.0, st)
     [a] = actions
     assert (a.kind, a.replica, a.value, a.previous) == (ActionKind.RELOCATE, "standard-0", "london/gpu1", "bristol/gpu0")
     assert "make-before-break" in a.reason
@@ -181,5 +219,6 @@ def test_attributed_queue_seconds_size_the_scale_out() -> None:
 def test_compute_scales_out_when_the_backend_cannot_move_replicas() -> None:
     snap = SliceSnapshot("standard", request_rate=1.0, gpu_share=0.5)
     ss = replace(state_of("standard", {"standard": 1, "free": 1}, snap, share=0.5), relocatable=False)
-    [a], _ = decide(diag("standard", C), ss, POLICIES["standard"], 5.0, ControlState())
+    _, st = decide(diag("standard", C), ss, POLICIES["standard"], 3.0, ControlState())
+    [a], _ = decide(diag("standard", C), ss, POLICIES["standard"], 5.0, st)
     assert (a.kind, a.value) == (ActionKind.SET_REPLICAS, 2)  # ceil(1 / 0.5) = 2, within Standard's quota of 3

@@ -1,0 +1,84 @@
+"""Which verdicts may drive a costly remedy (pure; clock passed in).
+
+A scale-out or a relocation costs a cold start, and two misreadings were seen driving one:
+
+- the window that straddles a cap change: its link rate averages the old cap with the new one, so
+  the link looks free while the TTFT of requests delayed behind the old cap is still high, and the
+  classifier reads ``compute_limited`` (the demo's Standard, one window after the cap raise);
+- the first squeezed windows on the real testbed read ``compute_limited`` before the link's counters
+  showed the cap binding.
+
+Two rules answer them, applied by ``decide`` before it adds replicas or moves one:
+
+1. Persistence: a compute verdict drives replicas or a move only once it held for
+   ``persist_windows`` consecutive diagnosis windows; a queue verdict too, unless its confidence
+   reaches ``act_at_once_confidence`` (a real queue grows within one load step and the classifier is
+   sure of it; a compute verdict is its least certain one).
+2. The network shadow: while a tier's link binds (it carries ``link_pinned_ratio`` of its cap or the
+   verdict names the network), for ``network_settle_s`` after it last did, and while a cap raise
+   awaits its outcome check, a queue or compute verdict adds no replicas and moves nothing, and no
+   forecast pre-scales (arrivals recovering behind a raised cap are not a demand trend): the backlog
+   built behind the cap drains through those windows, and the issue's rule is that an episode whose
+   only binding resource is the network never gets replicas. A queue the classifier reads *in the
+   same window* as the network (a compound verdict) is trusted: both resources were seen binding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from inferslice.actions import ActionKind
+from inferslice.control.settings import ControlSettings
+from inferslice.control.state import ControlState, SliceState
+from inferslice.diagnosis import Diagnosis, Regime
+
+
+def link_pinned(ss: SliceState, ratio: float) -> bool:
+    """The tier's edge link carries at least ``ratio`` of its cap this window."""
+    snap = ss.snapshot
+    cap = ss.cap_bps if ss.cap_bps is not None else (snap.link_cap_bps if snap is not None else None)
+    rx = snap.link_rx_bps if snap is not None else None
+    return cap is not None and cap > 0 and rx is not None and rx >= ratio * cap
+
+
+def track(
+    st: ControlState, diagnosis: Diagnosis | None, binding: set[Regime], ss: SliceState, s: ControlSettings, now_s: float
+) -> ControlState:
+    """Count consecutive windows per binding regime (one count per diagnosis window, however often
+    the controller steps) and remember when the network last showed binding."""
+    seen = st.network_seen_s
+    if Regime.NETWORK_LIMITED in binding or link_pinned(ss, s.link_pinned_ratio):
+        seen = now_s
+    if diagnosis is None:
+        return replace(st, network_seen_s=seen)
+    window = diagnosis.window_end_s if diagnosis.window_end_s is not None else now_s
+    if st.streak_window_s is not None and window <= st.streak_window_s:
+        return replace(st, network_seen_s=seen)  # the same window again: no new evidence
+    old = dict(st.streaks)
+    streaks = tuple(sorted((r.value, old.get(r.value, 0) + 1) for r in binding))
+    return replace(st, network_seen_s=seen, streaks=streaks, streak_window_s=window)
+
+
+def streak(st: ControlState, regime: Regime) -> int:
+    return dict(st.streaks).get(regime.value, 0)
+
+
+def shadowed(st: ControlState, s: ControlSettings, now_s: float) -> bool:
+    """Inside the network shadow (rule 2): recent link evidence or a cap raise not yet judged."""
+    if st.network_seen_s is not None and now_s - st.network_seen_s < s.network_settle_s:
+        return True
+    return any(c.kind is ActionKind.SET_CAP and c.applied and c.cause == Regime.NETWORK_LIMITED.value for c in st.checks)
+
+
+def held(regime: Regime, st: ControlState, confidence: float, s: ControlSettings, now_s: float, *, compound: bool) -> str | None:
+    """Why a replica or move remedy for ``regime`` waits this window (rule 2, then rule 1); None: it may act.
+    ``compound``: the same window's verdict also names the network."""
+    if shadowed(st, s, now_s) and not (compound and regime is Regime.QUEUE_LIMITED):
+        ago = f"{now_s - st.network_seen_s:.0f} s after" if st.network_seen_s is not None else "while"
+        return f"{regime.value} read {ago} the link bound or a cap raise awaits its check: no replicas until the network settles"
+    if regime is Regime.QUEUE_LIMITED and confidence >= s.act_at_once_confidence:
+        return None
+    n = streak(st, regime)
+    if n < s.persist_windows:
+        return f"{regime.value} in {n} of the {s.persist_windows} consecutive windows a cold start's worth of remedy needs"
+    return None

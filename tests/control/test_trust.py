@@ -1,0 +1,168 @@
+"""Which verdicts may add replicas or move one: persistence and the network shadow.
+
+The two sequences replayed here were seen on the testbed (the demo's Standard one window after its
+cap raise; the real-testbed squeeze's first windows); the properties say what must hold for any
+sequence of verdicts behind a binding link. Expectations follow from the settings' defaults
+(persist 2 windows, act at once from 0.75 confidence, pinned at 90 % of the cap, settle 6 s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+
+from inferslice.actions import Action, ActionKind
+from inferslice.control.policy import decide
+from inferslice.control.state import ControlState, mark_applied
+from inferslice.diagnosis import Regime
+from inferslice.snapshot import SliceSnapshot
+
+from .helpers import POLICIES, diag, state_of
+
+Q, N, C, H, U = Regime.QUEUE_LIMITED, Regime.NETWORK_LIMITED, Regime.COMPUTE_LIMITED, Regime.HEALTHY, Regime.UNKNOWN
+P = POLICIES["standard"]
+
+
+def _snap(rx_bps: float, cap_bps: float, waiting: float = 0.0) -> SliceSnapshot:
+    return SliceSnapshot(
+        "standard",
+        request_rate=1.5,
+        link_rx_bps=rx_bps,
+        link_cap_bps=cap_bps,
+        output_tokens_per_s=220.0,
+        requests_running=8.0,
+        requests_waiting=waiting,
+        ttft_p99_s=2.4,
+        queue_time_p99_s=1.0,
+    )
+
+
+def _adds_capacity(actions: list[Action], target: int) -> bool:
+    return any(
+        a.kind is ActionKind.RELOCATE or (a.kind is ActionKind.SET_REPLICAS and isinstance(a.value, int) and a.value > target)
+        for a in actions
+    )
+
+
+def test_window_straddling_the_cap_raise_reads_compute_and_adds_no_replica() -> None:
+    # The demo's run: pinned at 0.5 Mbit/s (network_limited, 0.8) -> the cap is raised and applied ->
+    # the next window averages both caps (0.47 of the new 1.5 Mbit/s) and reads compute_limited (0.55),
+    # then two windows of queue_limited (0.8) while the backlog drains with nothing waiting: no replicas.
+    st = ControlState()
+    ss = state_of("standard", {"standard": 2}, _snap(0.5e6, 0.5e6), caps={"standard": 0.5e6})
+    [raise_cap], st = decide(diag("standard", N, confidence=0.8), ss, P, 100.0, st)
+    assert raise_cap.kind is ActionKind.SET_CAP
+    st = mark_applied(st, raise_cap.id, 100.1)
+    cap = float(raise_cap.value)  # type: ignore[arg-type]
+    after = [(C, 0.55, 0.47e6), (Q, 0.8, 0.50e6), (Q, 0.8, 0.62e6), (H, 0.9, 0.78e6)]
+    held = []
+    for k, (regime, conf, rx) in enumerate(after, start=1):
+        ss = state_of("standard", {"standard": 2}, _snap(rx, cap), caps={"standard": cap})
+        actions, st = decide(diag("standard", regime, confidence=conf), ss, P, 100.0 + 2 * k, st)
+        assert not _adds_capacity(actions, 2), (regime, actions)
+        held += [e.cause for e in st.events if e.kind == "held"]
+    assert held == ["compute_limited", "queue_limited"]  # said once per episode, not every window
+
+
+def test_first_squeezed_window_reads_compute_before_the_link_shows_it() -> None:
+    # The real-testbed squeeze: the first squeezed window reads compute_limited (0.55) with the link's
+    # counters not yet at the cap; the next shows the cap binding. One compute window pays no cold
+    # start, and once the link binds the compute verdict is not trusted for the settle period.
+    st = ControlState()
+    ss = state_of("standard", {"standard": 2}, _snap(0.3e6, 0.5e6), caps={"standard": 0.5e6})
+    actions, st = decide(diag("standard", C, confidence=0.55), ss, P, 10.0, st)
+    assert actions == [] and [e.kind for e in st.events] == ["held"]
+    ss = state_of("standard", {"standard": 2}, _snap(0.5e6, 0.5e6), caps={"standard": 0.5e6})
+    actions, st = decide(diag("standard", N, confidence=0.8), ss, P, 12.0, st)
+    assert [a.kind for a in actions] == [ActionKind.SET_CAP]
+    ss = state_of("standard", {"standard": 2}, _snap(0.49e6, 0.5e6), caps={"standard": 0.5e6})
+    actions, st = decide(diag("standard", C, confidence=0.75), ss, P, 14.0, st)
+    assert not _adds_capacity(actions, 2)
+
+
+def test_compute_persisting_without_the_network_does_act() -> None:
+    # Uncapped, two consecutive compute windows: the second scales out (no GPU to move to is not
+    # needed here: the backend cannot move replicas), so the rules delay, they do not forbid.
+    snap = SliceSnapshot("standard", request_rate=1.0, gpu_share=0.5, link_rx_bps=0.3e6)
+    ss = replace(state_of("standard", {"standard": 1, "free": 1}, snap, share=0.5), relocatable=False)
+    a1, st = decide(diag("standard", C, confidence=0.65), ss, P, 0.0, ControlState())
+    a2, st = decide(diag("standard", C, confidence=0.65), ss, P, 2.0, st)
+    assert a1 == [] and [(a.kind, a.value) for a in a2] == [(ActionKind.SET_REPLICAS, 2)]
+
+
+def test_the_same_window_seen_twice_counts_once() -> None:
+    # The controller may step faster than the diagnosis windows: a repeated window is not persistence.
+    snap = SliceSnapshot("standard", request_rate=1.0, gpu_share=0.5)
+    ss = replace(state_of("standard", {"standard": 1, "free": 1}, snap, share=0.5), relocatable=False)
+    d = replace(diag("standard", C, confidence=0.65), window_end_s=50.0)
+    st = ControlState()
+    for now in (50.5, 51.0, 51.5):
+        actions, st = decide(d, ss, P, now, st)
+        assert actions == []
+    actions, _ = decide(replace(d, window_end_s=52.0), ss, P, 52.5, st)
+    assert [a.kind for a in actions] == [ActionKind.SET_REPLICAS]
+
+
+def test_compound_queue_in_the_same_window_as_the_network_is_trusted() -> None:
+    # A queue the classifier reads together with the network (both seen binding) scales out with the cap raise.
+    ss = state_of("standard", {"standard": 1}, _snap(0.5e6, 0.5e6, waiting=10.0), caps={"standard": 0.5e6})
+    actions, _ = decide(diag("standard", N, Q), ss, P, 5.0, ControlState())
+    assert [a.kind for a in actions] == [ActionKind.SET_CAP, ActionKind.SET_REPLICAS]
+
+
+def test_a_less_than_sure_queue_waits_one_window_a_sure_one_does_not() -> None:
+    snap = SliceSnapshot("premium", request_rate=4.0, requests_waiting=20.0, queue_time_p99_s=3.0)
+    ss = state_of("premium", {"premium": 2}, snap)
+    sure, _ = decide(diag("premium", Q, confidence=0.8), ss, POLICIES["premium"], 0.0, ControlState())
+    unsure, st = decide(diag("premium", Q, confidence=0.55), ss, POLICIES["premium"], 0.0, ControlState())
+    again, _ = decide(diag("premium", Q, confidence=0.55), ss, POLICIES["premium"], 2.0, st)
+    assert [a.kind for a in sure] == [ActionKind.SET_REPLICAS] and unsure == [] and [a.kind for a in again] == [ActionKind.SET_REPLICAS]
+
+
+_WINDOW = hs.tuples(
+    hs.sampled_from([N, C, Q, H, U]),  # one regime per window: no compound verdict
+    hs.floats(min_value=0.0, max_value=1.0),  # its confidence
+    hs.booleans(),  # the link pinned at the cap this window
+    hs.floats(min_value=0.0, max_value=30.0),  # requests waiting
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(hs.lists(_WINDOW, min_size=1, max_size=25))
+def test_no_replicas_or_moves_within_the_settle_period_of_a_binding_link(windows: list[tuple[Regime, float, bool, float]]) -> None:
+    # Whatever the classifier says alone, no window within 6 s of the link binding (pinned, or a
+    # network verdict at or above the minimum confidence) adds a replica or moves one. Caps raised
+    # are applied at once, as in auto mode.
+    st = ControlState()
+    cap = 0.5e6
+    last_bound: float | None = None
+    for k, (regime, conf, pinned, waiting) in enumerate(windows):
+        now = 2.0 * k
+        snap = _snap(cap if pinned else 0.3 * cap, cap, waiting)
+        ss = state_of("standard", {"standard": 2}, snap, caps={"standard": cap})
+        actions, st = decide(diag("standard", regime, confidence=conf), ss, P, now, st)
+        if pinned or (regime is N and conf >= P.settings.min_confidence):
+            last_bound = now
+        if last_bound is not None and now - last_bound < P.settings.network_settle_s:
+            assert not _adds_capacity(actions, 2), (k, windows, actions)
+        for a in actions:
+            st = mark_applied(st, a.id, now)
+            if a.kind is ActionKind.SET_CAP and isinstance(a.value, (int, float)):
+                cap = float(a.value)
+
+
+@settings(max_examples=150, deadline=None)
+@given(hs.lists(hs.tuples(hs.sampled_from([C, H, U]), hs.floats(min_value=0.0, max_value=1.0)), min_size=1, max_size=25))
+def test_compute_never_pays_a_cold_start_on_its_first_window(windows: list[tuple[Regime, float]]) -> None:
+    # Uncapped, no network in sight: a compute remedy needs compute in the previous window too.
+    snap = SliceSnapshot("standard", request_rate=1.0, gpu_share=0.5)
+    ss = state_of("standard", {"standard": 1, "free": 1}, snap, share=0.5)
+    st = ControlState()
+    prev: Regime | None = None
+    for k, (regime, conf) in enumerate(windows):
+        actions, st = decide(diag("standard", regime, confidence=conf), ss, P, 2.0 * k, st)
+        if any(a.regime == C.value for a in actions):
+            assert prev is C, (k, windows)
+        prev = regime if conf >= P.settings.min_confidence else None
