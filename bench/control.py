@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from inferslice.bench.control_policies import PAPER_COLD_START_S, POLICIES, ActionLog, InferSlice
+from inferslice.bench.control_backend import ActionLog, ModelBackend
+from inferslice.bench.control_policies import PAPER_COLD_START_S, POLICIES, InferSlice
 from inferslice.bench.control_sim import ServingSim
 from inferslice.bottleneck import classify
 from inferslice.control.guardrails import reservations
@@ -68,15 +69,18 @@ def _ramp(t: float, t0: float, t1: float, a: float, b: float) -> float:
     return a + (b - a) * (t - t0) / (t1 - t0)
 
 
-def scenarios() -> dict[str, Scenario]:
+def scenarios(k: float = 1.0) -> dict[str, Scenario]:
+    """The five scenarios; ``k`` compresses their clock (the testbed runs them at k ~ 0.3: every
+    instant and the diurnal period scale by k, rates and caps do not)."""
+
     def full(slot: str, t: float) -> float:
         return 1.0
 
     def london_drop(t0: float, t1: float) -> Callable[[str, float], float]:
-        return lambda slot, t: 0.35 if parse_slot(slot)[0] == "london" and t0 <= t < t1 else 1.0
+        return lambda slot, t: 0.35 if parse_slot(slot)[0] == "london" and t0 * k <= t < t1 * k else 1.0
 
     def ramp_load(tier: str, t: float) -> float:
-        return {"free": _ramp(t, 40, 150, 0.8, 4.0), "standard": _ramp(t, 40, 150, 1.0, 5.0), "premium": 1.0}[tier]
+        return {"free": _ramp(t, 40 * k, 150 * k, 0.8, 4.0), "standard": _ramp(t, 40 * k, 150 * k, 1.0, 5.0), "premium": 1.0}[tier]
 
     def steady(tier: str, t: float) -> float:
         return {"free": 1.0, "standard": 1.6, "premium": 3.0}[tier]
@@ -84,45 +88,53 @@ def scenarios() -> dict[str, Scenario]:
     def diurnal(tier: str, t: float) -> float:
         if tier != "premium":
             return 0.5
-        return 0.5 + 4.5 * math.sin(math.pi * min(max(t - 20.0, 0.0), 200.0) / 200.0) ** 2
+        return 0.5 + 4.5 * math.sin(math.pi * min(max(t - 20.0 * k, 0.0), 200.0 * k) / (200.0 * k)) ** 2
+
+    def at(x: float) -> str:
+        return f"{x * k:g}"
 
     return {
         "load-ramp": Scenario(
             "load-ramp",
             ramp_load,
             full,
-            onset_s=40,
+            onset_s=40 * k,
             affected=("free", "standard"),
-            description="Free 0.8->4, Standard 1->5 req/s over 110 s",
+            description=f"Free 0.8->4, Standard 1->5 req/s from {at(40)} to {at(150)} s",
         ),
         "bandwidth-squeeze": Scenario(
             "bandwidth-squeeze",
             steady,
             full,
-            caps=[(50.0, "standard", 0.5e6), (190.0, "standard", None)],
-            onset_s=50,
+            caps=[(50.0 * k, "standard", 0.5e6), (190.0 * k, "standard", None)],
+            onset_s=50 * k,
             affected=("standard",),
-            description="Standard's receive cap 0.5 Mbit/s (demand ~0.8) from 50 to 190 s",
+            description=f"Standard's receive cap 0.5 Mbit/s (demand ~0.8) from {at(50)} to {at(190)} s",
         ),
         "gpu-share-drop": Scenario(
             "gpu-share-drop",
             steady,
             london_drop(50, 190),
-            onset_s=50,
+            onset_s=50 * k,
             affected=("standard", "premium"),
-            description="london GPUs at 0.35 share from 50 to 190 s",
+            description=f"london GPUs at 0.35 share from {at(50)} to {at(190)} s",
         ),
         "overlap": Scenario(
             "overlap",
             ramp_load,
             london_drop(80, 200),
-            caps=[(60.0, "standard", 0.5e6), (200.0, "standard", None)],
-            onset_s=40,
+            caps=[(60.0 * k, "standard", 0.5e6), (200.0 * k, "standard", None)],
+            onset_s=40 * k,
             affected=("free", "standard", "premium"),
-            description="load-ramp + Standard cap 0.5 Mbit/s from 60 s + london GPUs at 0.35 from 80 s",
+            description=f"load-ramp + Standard cap 0.5 Mbit/s from {at(60)} s + london GPUs at 0.35 from {at(80)} s",
         ),
         "diurnal": Scenario(
-            "diurnal", diurnal, full, onset_s=20, affected=("premium",), description="Premium 0.5 -> 5 -> 0.5 req/s over 200 s (sin^2)"
+            "diurnal",
+            diurnal,
+            full,
+            onset_s=20 * k,
+            affected=("premium",),
+            description=f"Premium 0.5 -> 5 -> 0.5 req/s over {at(200)} s (sin^2)",
         ),
     }
 
@@ -156,7 +168,7 @@ def run_one(
     sim = ServingSim(top, scenario.arrivals, scenario.share_of, seed=seed, cold_start_s=top.timing.cold_start_s)
     log = ActionLog()
     policy = POLICIES[policy_name](f)
-    policy.setup(sim, top, log)
+    policy.setup(ModelBackend(sim), top, log)
     caps = sorted(scenario.caps)
     steps_per_window = round(settings.window_s / settings.dt_s)
     series: dict[str, list[tuple[float, float | None, int, str]]] = {t.name: [] for t in top.tiers}  # (t, ttft_p99, replicas, regime)
@@ -171,7 +183,7 @@ def run_one(
         sim.step(settings.dt_s)
         step += 1
         replica_seconds += settings.dt_s * sum(len(ts.replicas) for ts in sim.tiers.values())
-        violations += _violations(sim, top, res)
+        violations += count_violations(top, res, _model_live(sim))
         windows: dict[str, SliceSnapshot] | None = None
         diagnoses: dict[str, Diagnosis] | None = None
         if step % steps_per_window == 0:
@@ -181,22 +193,31 @@ def run_one(
             for t, s in windows.items():
                 series[t].append((sim.t, s.ttft_p99_s, sim.tiers[t].target, diagnoses[t].regime.value))
         policy.tick(sim.t, windows, diagnoses)
-    return _score(top, scenario, policy_name, policy, sim, log, series, replica_seconds, violations, settings)
+    return score(top, scenario, policy_name, policy, log, series, replica_seconds, violations, settings, _model_tiers(top, sim, settings))
 
 
-def _violations(sim: ServingSim, top: Topology, res: Mapping[str, Mapping[str, float]]) -> int:
+def _model_live(sim: ServingSim) -> dict[str, list[str]]:
+    # Draining replicas finish their streams and take no new work; make-before-break holds the
+    # old replica until the new one serves: neither counts against the ceiling or the slots.
+    return {
+        name: [r.slot for r in ts.replicas if r.state != "draining" and not (r.replaces and r.state == "starting")]
+        for name, ts in sim.tiers.items()
+    }
+
+
+def count_violations(top: Topology, res: Mapping[str, Mapping[str, float]], live: Mapping[str, Sequence[str]]) -> int:
+    """Breaches at one instant: a tier beyond its ceiling or GPU quota, or a tier's replicas on a slot
+    using more than its own reservation plus what no other tier reserved there. ``live``: per tier,
+    the slots of its serving (or cold-starting, not draining) replicas."""
     bad = 0
     use: dict[str, dict[str, float]] = {}
-    for name, ts in sim.tiers.items():
+    for name, slots in live.items():
         t = top.tier(name)
-        # Draining replicas finish their streams and take no new work; make-before-break holds the
-        # old replica until the new one serves: neither counts against the ceiling or the slots.
-        live = [r for r in ts.replicas if r.state != "draining" and not (r.replaces and r.state == "starting")]
-        if len(live) > t.replicas_max or len(live) * t.gpu_per_replica > t.gpu_quota + 1e-9:
+        if len(slots) > t.replicas_max or len(slots) * t.gpu_per_replica > t.gpu_quota + 1e-9:
             bad += 1
-        for r in live:
-            use.setdefault(r.slot, {})
-            use[r.slot][name] = use[r.slot].get(name, 0.0) + t.gpu_per_replica
+        for slot in slots:
+            use.setdefault(slot, {})
+            use[slot][name] = use[slot].get(name, 0.0) + t.gpu_per_replica
     for slot, per in use.items():
         for tier, amount in per.items():
             others_reserved = sum(v for o, v in res.get(slot, {}).items() if o != tier)
@@ -210,18 +231,7 @@ def _binding(regime: str) -> bool:
     return regime in {r.value for r in BINDING_REGIMES}
 
 
-def _score(
-    top: Topology,
-    sc: Scenario,
-    policy_name: str,
-    policy: Any,
-    sim: ServingSim,
-    log: ActionLog,
-    series: Mapping[str, list[tuple[float, float | None, int, str]]],
-    replica_seconds: float,
-    violations: int,
-    settings: BenchSettings,
-) -> dict[str, Any]:
+def _model_tiers(top: Topology, sim: ServingSim, settings: BenchSettings) -> dict[str, dict[str, float]]:
     span = settings.duration_s - settings.warmup_s
     per_tier: dict[str, dict[str, float]] = {}
     for t in top.tiers:
@@ -234,6 +244,26 @@ def _score(
             "goodput_rps": len(good) / span,
             "slo_attainment": len(good) / arrived_after if arrived_after else 1.0,
         }
+    return per_tier
+
+
+Series = Mapping[str, list[tuple[float, float | None, int, str]]]  # per tier: (t, P99 TTFT, replica target, regime) per window
+
+
+def score(
+    top: Topology,
+    sc: Scenario,
+    policy_name: str,
+    policy: Any,
+    log: ActionLog,
+    series: Series,
+    replica_seconds: float,
+    violations: int,
+    settings: BenchSettings,
+    per_tier: Mapping[str, Mapping[str, float]],
+) -> dict[str, Any]:
+    """One cell of the summary: the backend's per-tier goodput/attainment, and the counts every
+    backend derives the same way from the action log and the window series."""
     counts = {"scale_out": 0, "scale_in": 0, "cap_change": 0, "relocation": 0}
     futile = 0
     net_only_scale_outs = 0
@@ -253,7 +283,7 @@ def _score(
     return {
         "policy": policy_name,
         "scenario": sc.name,
-        "tiers": per_tier,
+        "tiers": {t: dict(v) for t, v in per_tier.items()},
         "replica_seconds": replica_seconds,
         "scale_outs": counts["scale_out"],
         "scale_ins": counts["scale_in"],
@@ -400,7 +430,15 @@ def add_arguments(p: Any) -> None:
     p.add_argument("--seeds", default="1,2,3", help="comma-separated arrival seeds (default 1,2,3)")
     p.add_argument("--scenarios", default=",".join(BenchSettings().scenarios), help="comma-separated subset of the scenarios")
     p.add_argument("--policies", default=",".join(BenchSettings().policies), help="comma-separated subset of the policies")
-    p.add_argument("--duration-s", type=float, default=BenchSettings().duration_s)
+    p.add_argument("--duration-s", type=float, default=BenchSettings().duration_s, help="model: seconds per run")
+    p.add_argument(
+        "--backend",
+        choices=("model", "testbed"),
+        default="model",
+        help="model: bench/control_sim.py, ~30 s (default); testbed: netns testbed, root, ~80 s a run (one seed: the first of --seeds)",
+    )
+    p.add_argument("--state-dir", type=Path, default=None, help="testbed: state directory (default /run/inferslice)")
+    p.add_argument("--time-scale", type=float, default=0.28, help="testbed: the scenarios' clock compression (0.28: 240 s -> 67 s)")
 
 
 def run(args: Any) -> int:
@@ -417,9 +455,21 @@ def run(args: Any) -> int:
         seeds = tuple(int(x) for x in args.seeds.split(",") if x)
     except ValueError:
         raise InputError(f"not a list of integers: {args.seeds!r}", "--seeds") from None
-    settings = BenchSettings(duration_s=args.duration_s, seeds=seeds, scenarios=scs, policies=pols)
-    top = load_topology(args.topology)
-    run_control_bench(args.out, top, settings)
+    if args.backend == "testbed":
+        from inferslice.bench import control_testbed_bench as tb
+        from inferslice.common.registry import DEFAULT_STATE_DIR
+
+        tb.main(
+            args.out,
+            args.topology,
+            args.state_dir or DEFAULT_STATE_DIR,
+            scs,
+            pols,
+            tb.TestbedBenchSettings(time_scale=args.time_scale, seed=seeds[0]),
+        )
+    else:
+        settings = BenchSettings(duration_s=args.duration_s, seeds=seeds, scenarios=scs, policies=pols)
+        run_control_bench(args.out, load_topology(args.topology), settings)
     plot(args.out, json.loads((args.out / "series.json").read_text()))
     print(f"report: {report(args.out)}")
     return 0

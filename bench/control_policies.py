@@ -6,8 +6,8 @@ policies"), with every time constant multiplied by ``time_scale`` = testbed cold
 testbed applies to cold starts:
 
 - static: the paper's setting, every tier at its ceiling (1 / 3 / 6) all the time;
-- ray_serve_default: Ray Serve's default policy (``testbed/serving/autoscale.py``: mean ongoing over
-  look_back_period / target_ongoing_requests, upscale/downscale delays 30 / 600 s);
+- ray_serve_default: Ray Serve's default policy, Ray's own decision code (``ray.serve.autoscaling_policy``,
+  ray 2.60: mean ongoing over look_back_period / target_ongoing_requests, upscale/downscale delays 30 / 600 s);
 - keda: vLLM production-stack's KEDA trigger, ``vllm:num_requests_waiting`` > 5 (AverageValue:
   desired = ceil(waiting / 5)), polling 15 s, cooldown 360 s before scaling in;
 - wva: llm-d workload-variant-autoscaler's saturation analyzer (a replica is saturated at KV >= 0.8
@@ -23,63 +23,58 @@ testbed applies to cold starts:
 from __future__ import annotations
 
 import math
+import warnings
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
+from typing import Any
 
-from inferslice.actions import Action, ActionKind
-from inferslice.bench.control_sim import BASE_TPOT_S, PER_SEQ_TPOT_S, TOKENS_MEAN, ServingSim
-from inferslice.control.actuators.base import ApplyResult, ApplyStatus, ReplicaPlacement, TierObservation, require_kind
+from inferslice.bench.control_backend import ActionLog, Backend
+from inferslice.bench.control_sim import BASE_TPOT_S, PER_SEQ_TPOT_S, TOKENS_MEAN
 from inferslice.control.settings import ControlSettings, tier_policies
 from inferslice.diagnosis import Diagnosis
 from inferslice.service.control_audit import AuditLog
 from inferslice.service.controller import Controller, Mode
 from inferslice.snapshot import SliceSnapshot
-from inferslice.testbed.serving import autoscale
 from inferslice.topology import Topology
 
 PAPER_COLD_START_S = 285.0  # brief: ~285 s per pod with the Run:ai model streamer
 
-
-@dataclass
-class ActionLog:
-    """What a policy did, for the summary (every policy's actions are counted the same way)."""
-
-    entries: list[tuple[float, str, str, float | str | None, float | str | None]] = field(
-        default_factory=list
-    )  # (t, tier, kind, value, previous)
-
-    def add(self, t: float, tier: str, kind: str, value: float | str | None, previous: float | str | None) -> None:
-        self.entries.append((t, tier, kind, value, previous))
+__all__ = ["PAPER_COLD_START_S", "POLICIES", "ActionLog", "InferSlice", "register_policy"]
 
 
 class SimPolicy:
+    """A policy over a ``Backend`` (the model or the testbed: the same code on both)."""
+
     name = "base"
 
-    def setup(self, sim: ServingSim, top: Topology, log: ActionLog) -> None:
-        self.sim, self.top, self.log = sim, top, log
+    def setup(self, backend: Backend, top: Topology, log: ActionLog) -> None:
+        self.backend, self.top, self.log = backend, top, log
         for t in top.tiers:
-            sim.set_replicas(t.name, max(1, t.replicas_min), instant=True)
+            backend.set_replicas(t.name, max(1, t.replicas_min), instant=True)
 
     def tick(self, now: float, windows: Mapping[str, SliceSnapshot] | None, diagnoses: Mapping[str, Diagnosis] | None) -> None:
-        """Called every simulation step; ``windows`` / ``diagnoses`` only when a window just closed."""
+        """Called every step; ``windows`` / ``diagnoses`` only when a window just closed."""
+
+    def target(self, tier: str) -> int:
+        return self.backend.reading(tier).target
 
     def scale(self, now: float, tier: str, n: int) -> None:
         t = self.top.tier(tier)
         n = max(max(1, t.replicas_min), min(t.replicas_max, n))
-        cur = self.sim.tiers[tier].target
+        cur = self.target(tier)
         if n != cur:
-            self.sim.set_replicas(tier, n)
+            self.backend.set_replicas(tier, n)
             self.log.add(now, tier, "scale_out" if n > cur else "scale_in", n, cur)
 
 
 class Static(SimPolicy):
     name = "static"
 
-    def setup(self, sim: ServingSim, top: Topology, log: ActionLog) -> None:
-        self.sim, self.top, self.log = sim, top, log
+    def setup(self, backend: Backend, top: Topology, log: ActionLog) -> None:
+        self.backend, self.top, self.log = backend, top, log
         for t in top.tiers:
-            sim.set_replicas(t.name, t.replicas_max, instant=True)
+            backend.set_replicas(t.name, t.replicas_max, instant=True)
 
 
 class Periodic(SimPolicy):
@@ -104,45 +99,91 @@ class Periodic(SimPolicy):
 
 
 class RayServeDefault(Periodic):
-    name = "ray_serve_default"
-    period_s = 10.0  # metrics_interval_s
+    """Ray Serve's default policy, Ray's own code: ``replica_queue_length_autoscaling_policy`` (desired =
+    running x mean ongoing / (target_ongoing x running)), then the steps Ray's controller wraps every
+    policy in (``_apply_autoscaling_config``): scaling factors, the up/downscale delays, the bounds.
+    The delay step is called with this run's clock (Ray's wrapper reads ``time.time()``, which the
+    model's clock is not). What the bench supplies is Ray's input: ongoing requests (running +
+    queued) averaged over ``look_back_period_s``, as Ray's controller aggregates its handles'
+    reports, and the target/running replica counts."""
 
-    def setup(self, sim: ServingSim, top: Topology, log: ActionLog) -> None:
-        super().setup(sim, top, log)
-        self.settings = {
-            t.name: autoscale.AutoscaleSettings(
-                target_ongoing_requests=t.target_ongoing_requests,
-                replicas_min=max(1, t.replicas_min),
-                replicas_max=t.replicas_max,
-                look_back_period_s=30.0 * self.f,
-                upscale_delay_s=30.0 * self.f,
-                downscale_delay_s=600.0 * self.f,
-            )
-            for t in top.tiers
-        }
-        self.states = {t.name: autoscale.AutoscaleState(desired=1) for t in top.tiers}
+    name = "ray_serve_default"
+    period_s = 10.0  # metrics_interval_s: how often Ray's handles report, and so how often a decision can change
+
+    def setup(self, backend: Backend, top: Topology, log: ActionLog) -> None:
+        from ray.serve._private.common import DeploymentID
+        from ray.serve.config import AutoscalingConfig
+
+        super().setup(backend, top, log)
+        with warnings.catch_warnings():  # Ray warns of its deprecated metrics_interval_s, which sets the decision period here
+            warnings.simplefilter("ignore")
+            self.configs = {
+                t.name: AutoscalingConfig(
+                    min_replicas=max(1, t.replicas_min),
+                    max_replicas=t.replicas_max,
+                    target_ongoing_requests=t.target_ongoing_requests,
+                    metrics_interval_s=self.period_s * self.f,
+                    look_back_period_s=30.0 * self.f,
+                    upscale_delay_s=30.0 * self.f,
+                    downscale_delay_s=600.0 * self.f,
+                )
+                for t in top.tiers
+            }
+        self.ids = {t.name: DeploymentID(name=t.name, app_name=t.name) for t in top.tiers}
+        self.samples: dict[str, deque[tuple[float, int]]] = {t.name: deque() for t in top.tiers}
+        self.states: dict[str, dict[str, Any]] = {t.name: {} for t in top.tiers}
 
     def sample(self, now: float) -> None:
-        for name in self.states:
-            self.states[name] = autoscale.observe(self.states[name], self.settings[name], now, self.sim.ongoing_now(name))
+        for name, dq in self.samples.items():
+            dq.append((now, self.backend.reading(name).ongoing))
+            while dq and dq[0][0] < now - self.configs[name].look_back_period_s:
+                dq.popleft()
 
     def decide(self, now: float, tier: str) -> None:
-        cur = self.sim.tiers[tier].target
-        n, self.states[tier] = autoscale.decide(self.states[tier], self.settings[tier], now, cur)
-        self.scale(now, tier, n)
+        from ray.serve.autoscaling_policy import _apply_delay_logic, _apply_scaling_factors, replica_queue_length_autoscaling_policy
+        from ray.serve.config import AutoscalingContext
+
+        cfg, r = self.configs[tier], self.backend.reading(tier)
+        dq = self.samples[tier]
+        running = len(r.ready)
+        ctx = AutoscalingContext(
+            deployment_id=self.ids[tier],
+            deployment_name=tier,
+            app_name=tier,
+            current_num_replicas=running,
+            target_num_replicas=r.target,
+            running_replicas=[],
+            total_num_requests=sum(v for _, v in dq) / len(dq) if dq else 0.0,
+            total_queued_requests=float(r.queued),
+            aggregated_metrics=None,
+            raw_metrics=None,
+            capacity_adjusted_min_replicas=cfg.min_replicas,
+            capacity_adjusted_max_replicas=cfg.max_replicas,
+            policy_state=self.states[tier],
+            last_scale_up_time=None,
+            last_scale_down_time=None,
+            current_time=now,
+            config=cfg,
+        )
+        desired, _ = replica_queue_length_autoscaling_policy(ctx)
+        if running > 0:  # Ray's wrapper: scaling factors, then the delays (its cold-start path skips both)
+            desired = _apply_scaling_factors(desired, running, cfg)
+            desired, self.states[tier] = _apply_delay_logic(max(0, math.ceil(desired)), r.target, cfg, dict(self.states[tier]), _now=now)
+        self.scale(now, tier, max(cfg.min_replicas, min(cfg.max_replicas, math.ceil(desired))))
 
 
 class Keda(Periodic):
     name = "keda"
     period_s = 15.0  # pollingInterval
 
-    def setup(self, sim: ServingSim, top: Topology, log: ActionLog) -> None:
-        super().setup(sim, top, log)
+    def setup(self, backend: Backend, top: Topology, log: ActionLog) -> None:
+        super().setup(backend, top, log)
         self.below_since: dict[str, float | None] = {t.name: None for t in top.tiers}
 
     def decide(self, now: float, tier: str) -> None:
-        cur = self.sim.tiers[tier].target
-        desired = max(1, math.ceil(self.sim.waiting_now(tier) / 5.0))  # AverageValue target 5 waiting
+        r = self.backend.reading(tier)
+        cur = r.target
+        desired = max(1, math.ceil(r.queued / 5.0))  # AverageValue target 5 waiting
         if desired > cur:
             self.below_since[tier] = None
             self.scale(now, tier, desired)
@@ -161,17 +202,17 @@ class Wva(Periodic):
     name = "wva"
     period_s = 60.0  # reconcile interval
 
-    def setup(self, sim: ServingSim, top: Topology, log: ActionLog) -> None:
-        super().setup(sim, top, log)
+    def setup(self, backend: Backend, top: Topology, log: ActionLog) -> None:
+        super().setup(backend, top, log)
         self.peaks: dict[str, deque[tuple[float, int, float, float, float, float]]] = {t.name: deque() for t in top.tiers}
 
     def sample(self, now: float) -> None:
-        for name, ts in self.sim.tiers.items():
-            ready = [r for r in ts.replicas if r.state == "ready"]
+        for name in self.peaks:
+            reading = self.backend.reading(name)
+            ready = reading.ready
             n = max(1, len(ready))
-            q = len(ts.queue) / n  # the router's queue as the engines would hold it (llm-d has no router queue)
-            # KV proxy: a replica at its admission limit is as full as vLLM's KV gets at this load (0.85)
-            kv = [len(r.streams) / ts.max_ongoing * 0.85 for r in ready] or [0.0]
+            q = reading.queued / n  # the router's queue as the engines would hold it (llm-d has no router queue)
+            kv = [r.kv_usage or 0.0 for r in ready] or [0.0]  # the model's proxy or the engine's own gauge
             nonsat = [k for k in kv if k < 0.8 and q < 5]
             spare_kv = sum(0.8 - k for k in nonsat) / len(nonsat) if nonsat else 0.0
             spare_q = 5 - q if nonsat else 0.0
@@ -190,7 +231,7 @@ class Wva(Periodic):
         spare_q = min(x[3] for x in dq)
         kv_total = max(x[4] for x in dq)
         q_total = max(x[5] for x in dq)
-        cur = self.sim.tiers[tier].target
+        cur = self.target(tier)
         if nonsat == 0 or spare_kv < 0.1 or spare_q < 3:
             self.scale(now, tier, cur + 1)
         elif nonsat >= 2 and cur >= 2 and kv_total / (cur - 1) < 0.8 - 0.1 and q_total / (cur - 1) < 5 - 3:
@@ -211,7 +252,7 @@ class TtftThreshold(SimPolicy):
         for tier, snap in windows.items():
             slo = self.top.tier(tier).slo_ttft_p99_s
             p99 = snap.ttft_p99_s
-            cur = self.sim.tiers[tier].target
+            cur = self.target(tier)
             if p99 is not None and p99 > slo:
                 self.good_since[tier] = None
                 if now - self.last_up.get(tier, -1e9) >= 30.0 * self.f:
@@ -224,48 +265,6 @@ class TtftThreshold(SimPolicy):
                 elif now - since >= 360.0 * self.f:
                     self.good_since[tier] = now
                     self.scale(now, tier, cur - 1)
-
-
-class SimActuator:
-    """The Actuator protocol over the model (idempotent by id: values are absolute targets)."""
-
-    name = "sim"
-    kinds = frozenset({ActionKind.SET_REPLICAS, ActionKind.SET_CAP, ActionKind.RELOCATE})
-
-    def __init__(self, sim: ServingSim, log: ActionLog, clock: Callable[[], float]) -> None:
-        self.sim, self.log, self.clock = sim, log, clock
-        self.applied: set[str] = set()
-
-    def observe(self) -> Mapping[str, TierObservation]:
-        out = {}
-        for name, ts in self.sim.tiers.items():
-            reps = tuple(
-                ReplicaPlacement(
-                    r.id, r.pop, r.gpu, "stopping" if r.state == "draining" else r.state, self.sim.share_of(r.slot, self.sim.t)
-                )
-                for r in ts.replicas
-            )
-            out[name] = TierObservation(name, ts.target, reps, ts.cap_bps)
-        return out
-
-    def apply(self, action: Action) -> ApplyResult:
-        require_kind(self, action)
-        if action.id in self.applied:
-            return ApplyResult(action.id, ApplyStatus.ALREADY_APPLIED)
-        now = self.clock()
-        ts = self.sim.tiers[action.slice]
-        if action.kind is ActionKind.SET_REPLICAS and isinstance(action.value, (int, float)):
-            n = int(action.value)
-            self.log.add(now, action.slice, "scale_out" if n > ts.target else "scale_in", n, ts.target)
-            self.sim.set_replicas(action.slice, n)
-        elif action.kind is ActionKind.SET_CAP and isinstance(action.value, (int, float)):
-            self.log.add(now, action.slice, "cap_change", float(action.value), ts.cap_bps)
-            self.sim.set_cap(action.slice, float(action.value))
-        elif action.kind is ActionKind.RELOCATE and isinstance(action.value, str) and action.replica:
-            self.log.add(now, action.slice, "relocation", action.value, action.previous)
-            self.sim.relocate(action.slice, action.replica, action.value)
-        self.applied.add(action.id)
-        return ApplyResult(action.id, ApplyStatus.APPLIED)
 
 
 def service_rate_prior(top: Topology) -> dict[str, float]:
@@ -284,17 +283,17 @@ class InferSlice(SimPolicy):
             base, reclaim_after_healthy_s=600.0 * time_scale, cooldown_s={**base.cooldown_s, "scale_in": 600.0 * time_scale}
         )
 
-    def setup(self, sim: ServingSim, top: Topology, log: ActionLog) -> None:
-        super().setup(sim, top, log)
+    def setup(self, backend: Backend, top: Topology, log: ActionLog) -> None:
+        super().setup(backend, top, log)
         self.verdicts: dict[str, tuple[Diagnosis | None, SliceSnapshot | None]] = {}
         policies = tier_policies(top, self.settings, service_rate_prior_rps=service_rate_prior(top))
         self.controller = Controller(
             top,
             policies,
-            SimActuator(sim, log, lambda: sim.t),
+            backend.actuator(log),
             AuditLog(":memory:"),
             lambda: self.verdicts,
-            clock=lambda: sim.t,
+            clock=lambda: backend.t,
             mode=Mode.AUTO,
         )
 

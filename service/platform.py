@@ -251,11 +251,13 @@ class Platform:
         drain_timeout_s: float = 3.0,
         result_path: Path | None = None,
         records: bool = False,
+        rate_schedule: Sequence[tuple[float, float]] = (),
     ) -> LoadRun:
         """Start load generator ``key`` (its metrics port was fixed at construction) on ``tier``.
 
         A generator already running under ``key`` is stopped first. ``result_path`` defaults to
         one file per run in the work directory; ``records`` also keeps every request's record.
+        A ``rate_schedule`` ((t_s, req/s), ...) makes it open loop at that rate (``concurrency`` unused).
         """
         if key not in self.load_ports:
             raise PermanentError(f"no metrics port for load {key!r}: name it in PlatformSettings.load_keys")
@@ -272,6 +274,10 @@ class Platform:
         ]  # fmt: skip
         if records_path is not None:
             argv[-1:-1] = ["--save-records", records_path]
+        if rate_schedule:
+            k = argv.index("--concurrency")
+            peak = max(r for _, r in rate_schedule)
+            argv[k : k + 2] = ["--request-rate", f"{peak:g}", "--rate-schedule", ",".join(f"{t:g}:{r:g}" for t, r in rate_schedule)]
         proc = ManagedProcess(f"load-{key}", argv, self.work, log_path=Path(f"{stem}.log"))
         started_s = time.time()
         proc.spawn()
