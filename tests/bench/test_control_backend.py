@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from inferslice.bench.control import scenarios
+from inferslice.bench.control import BenchSettings, scenarios
 from inferslice.bench.control_backend import ActionLog, ModelBackend, ReplicaLoad, TierReading, kv_usage, tier_reading
-from inferslice.bench.control_policies import POLICIES, PAPER_COLD_START_S
+from inferslice.bench.control_policies import PAPER_COLD_START_S, POLICIES
 from inferslice.bench.control_sim import ServingSim
 from inferslice.bench.control_testbed_bench import live_slots, schedule, tier_outcomes, window_p99
-from inferslice.bench.control import BenchSettings
 from inferslice.topology import load_topology
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -21,10 +20,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 def test_kv_usage_reads_vllms_gauge_and_the_fullest_engine() -> None:
     assert kv_usage((FIXTURES / "vllm-0.32.0-cpu-metrics-after-bench.txt").read_text()) == 0.0
-    two = (
-        "# TYPE vllm:kv_cache_usage_perc gauge\n"
-        'vllm:kv_cache_usage_perc{engine="0"} 0.25\nvllm:kv_cache_usage_perc{engine="1"} 0.75\n'
-    )
+    two = '# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{engine="0"} 0.25\nvllm:kv_cache_usage_perc{engine="1"} 0.75\n'
     assert kv_usage(two) == 0.75
     assert kv_usage("# TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc 0.5\n") == 0.5  # the older name
     assert kv_usage("up 1\n") is None
