@@ -36,19 +36,32 @@ def _up_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vllm-venv", type=Path, default=None,
                    help="the vLLM venv of testbed/vllm/install_cpu.sh (default $INFERSLICE_VLLM_VENV or ./.venv-vllm)")
     p.add_argument("--vllm-max-num-seqs", type=int, default=4, help="real vLLM's --max-num-seqs (default 4)")
+    p.add_argument("--serving", action="append", default=[], metavar="SERVING|TIER=SERVING",
+                   help="front (default: a TierFront) or ray (a real Ray Serve application; the ray extra), "
+                        "for every tier or one (repeatable): --serving premium=ray")
 
 
 def _up(args: argparse.Namespace) -> int:
     from inferslice.testbed.net import up
+    from inferslice.testbed.net.lifecycle import READY_TIMEOUT_S, ServiceFactory
+    from inferslice.topology import load_topology
 
-    factory = None
+    factory: ServiceFactory | None = None
+    ready_timeout_s = READY_TIMEOUT_S
+    tiers = load_topology(args.topology).tier_names if args.engine or args.serving else []
     if args.engine:
         from inferslice.testbed.vllm.services import default_venv, engine_services, resolve_engines
-        from inferslice.topology import load_topology
 
-        engines = resolve_engines(args.engine, load_topology(args.topology).tier_names)
+        engines = resolve_engines(args.engine, tiers)
         factory = engine_services(engines, args.vllm_venv or default_venv(), max_num_seqs=args.vllm_max_num_seqs)
-    reg = up(args.topology, args.state_dir, services=not args.no_services, service_factory=factory)
+    if args.serving:
+        from inferslice.testbed.rayserve.services import RAY_READY_TIMEOUT_S, ray_services, resolve_serving
+
+        serving = resolve_serving(args.serving, tiers)
+        if "ray" in serving.values():
+            factory = ray_services(serving, factory)
+            ready_timeout_s = RAY_READY_TIMEOUT_S
+    reg = up(args.topology, args.state_dir, services=not args.no_services, service_factory=factory, ready_timeout_s=ready_timeout_s)
     print(f"testbed up: {len(reg.fronts)} fronts, {len(reg.links)} links, {len(reg.pids)} processes; registry in {args.state_dir}")
     for front in reg.fronts:
         print(f"  {front.tier:<10} {front.url}")

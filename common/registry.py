@@ -31,6 +31,10 @@ class ReplicaEntry:
     netns: str | None = None
     state: str = "ready"  # starting | ready | stopping
     pid: int | None = None
+    # Under Ray Serve the engine's metrics come from Ray's metrics agent, one exposition for all of a
+    # node's replicas, told apart by the ReplicaId tag: where to scrape it and this replica's id there.
+    metrics_url: str | None = None
+    ray_replica_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,9 @@ class FrontEntry:
     pid: int | None = None
     replicas_target: int = 1
     autoscale: bool = True
+    # A Ray Serve front's ray_serve_* metrics are the node agent's (every application's, told apart by
+    # the application label); None: the front serves its own at url + /metrics.
+    metrics_url: str | None = None
 
 
 @dataclass(frozen=True)

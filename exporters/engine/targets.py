@@ -95,10 +95,17 @@ class RegistryDiscovery:
     def discover(self) -> Discovered:
         reg = read_registry(self.path)  # SourceUnavailable when the testbed is down
         replicas = tuple(
-            Target(url=metrics_url(r.url, self.metrics_path), slice=r.tier, pop=r.pop, replica=r.id, state=r.state)
+            Target(url=r.metrics_url or metrics_url(r.url, self.metrics_path), slice=r.tier, pop=r.pop, replica=r.id,
+                   state=r.state, ray_replica_id=r.ray_replica_id)
             for r in reg.replicas
         )
-        fronts = tuple(FrontTarget(url=metrics_url(f.url, self.metrics_path), slice=f.tier) for f in reg.fronts)
+        # A Ray Serve front's metrics URL is the node agent's, shared by every Ray tier: one target whose
+        # slices come from the samples' application label (slice None), scraped once.
+        fronts = tuple(
+            FrontTarget(url=f.metrics_url, slice=None) if f.metrics_url
+            else FrontTarget(url=metrics_url(f.url, self.metrics_path), slice=f.tier)
+            for f in reg.fronts
+        )  # fmt: skip
         return Discovered(replicas, fronts)
 
 

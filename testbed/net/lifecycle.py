@@ -8,6 +8,7 @@ idempotent.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -58,6 +59,9 @@ class ServiceSpec:
     health_url: str  # GET must answer 200
     kind: str = "service"  # host | front | service
     key: str = ""  # the PoP or tier it serves
+    # The registry's front entries of the tiers this service serves instead of their TierFronts (Ray
+    # Serve: one service for several tiers); their pid is filled in with this service's.
+    fronts: tuple[FrontEntry, ...] = ()
 
 
 ServiceFactory = Callable[[Topology, str, Path, NetPlan], list[ServiceSpec]]
@@ -168,8 +172,10 @@ def _registry(
     caps: dict[str, dict[str, float | None]],
 ) -> Registry:
     addr = AddressPlan(top)
+    served = {f.tier: dataclasses.replace(f, pid=pids.get(s.name)) for s in specs for f in s.fronts}
     fronts = tuple(
-        FrontEntry(
+        served.get(t.name)
+        or FrontEntry(
             tier=t.name,
             url=addr.front(t.name).url,
             admin_url=addr.front_admin(t.name).url,

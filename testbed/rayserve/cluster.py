@@ -117,15 +117,16 @@ class RayCluster:
             time.sleep(0.5)
         raise TimeoutError(f"serve applications not running in {timeout_s:.0f} s: {json.dumps(last)[:2000]}")
 
-    def stop(self) -> None:
-        """SIGTERM to `ray start --block` (it stops what it started), then SIGKILL to its session's group."""
+    def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM to `ray start --block` (it stops what it started), then, after ``grace_s``, SIGKILL to
+        its session's group."""
         p = self.process
         if p is None:
             return
         with contextlib.suppress(ProcessLookupError):
             p.send_signal(signal.SIGTERM)
         try:
-            p.wait(timeout=10)
+            p.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
             pass
         with contextlib.suppress(ProcessLookupError, PermissionError):

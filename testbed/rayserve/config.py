@@ -10,7 +10,7 @@ This is the body of ``PUT /api/serve/applications/`` (Serve's REST API replaces 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from inferslice.topology import Topology
@@ -61,22 +61,32 @@ def serve_config(
     seed: int = 0,
     engine: Mapping[str, Any] | None = None,
     policy_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+    tiers: Sequence[str] | None = None,
+    pop_engines: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The whole Serve config; tiers default to ``fixed`` at their replicas_min."""
+    """The whole Serve config; tiers default to ``fixed`` at their replicas_min.
+
+    ``tiers``: only these get an application (default: all). ``pop_engines``: {topology, state_dir}
+    of a netns testbed, whose replicas then proxy to their slot's engine at the tier's PoP."""
     modes = modes or {}
     replicas = replicas or {}
     apps = []
     for k, tier in enumerate(topology.tier_names):
+        if tiers is not None and tier not in tiers:
+            continue
+        args: dict[str, Any] = {
+            "model": topology.model,
+            "cold_start_s": topology.timing.cold_start_s,
+            "seed": seed * 1000 + k,
+            "engine": dict(engine or {}),
+        }
+        if pop_engines is not None:
+            args["pop"] = {**pop_engines, "tier": tier}
         apps.append({
             "name": tier,
             "route_prefix": route_prefix(tier),
             "import_path": BUILDER,
-            "args": {
-                "model": topology.model,
-                "cold_start_s": topology.timing.cold_start_s,
-                "seed": seed * 1000 + k,
-                "engine": dict(engine or {}),
-            },
+            "args": args,
             "deployments": [
                 deployment_config(topology, tier, modes.get(tier, "fixed"), replicas.get(tier), (policy_kwargs or {}).get(tier))
             ],

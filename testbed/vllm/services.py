@@ -15,6 +15,7 @@ from pathlib import Path
 from inferslice.errors import ConfigError
 from inferslice.testbed.net.lifecycle import ServiceFactory, ServiceSpec, default_services
 from inferslice.testbed.net.plan import NetPlan
+from inferslice.testbed.per_tier import resolve_per_tier
 from inferslice.topology import Topology
 
 ENGINES = ("emulator", "vllm")
@@ -27,18 +28,7 @@ def default_venv() -> Path:
 
 def resolve_engines(items: list[str], tiers: list[str]) -> dict[str, str]:
     """``["vllm"]`` (every tier) or ``["free=vllm", ...]`` -> {tier: engine}; later items win."""
-    out = dict.fromkeys(tiers, "emulator")
-    for item in items:
-        tier, sep, engine = item.partition("=")
-        targets = [tier] if sep else tiers
-        engine = engine if sep else tier
-        if engine not in ENGINES:
-            raise ConfigError(f"--engine: {engine!r} is not one of {', '.join(ENGINES)}", field="engine")
-        for t in targets:
-            if t not in tiers:
-                raise ConfigError(f"--engine: unknown tier {t!r} (have {', '.join(tiers)})", field="engine")
-            out[t] = engine
-    return out
+    return resolve_per_tier(items, tiers, ENGINES, "emulator", "engine")
 
 
 def engine_services(engines: Mapping[str, str], venv: Path, max_model_len: int = 256, max_num_seqs: int = 4) -> ServiceFactory:
