@@ -27,6 +27,9 @@ def problems(summary: dict[str, Any]) -> tuple[list[str], str]:
         if v.get("ok") is not True
     ]
     met = len(verdicts) - len(bad)
+    approval = summary.get("approval")
+    if approval is not None and approval.get("state") != "applied":
+        bad.append(f"NOT MET approve segment / {approval.get('tier')}: its action is {approval.get('state')}, not applied")
     return bad, f"{met}/{len(verdicts)} phase verdicts met, {summary.get('alerts', 0)} alerts delivered to the API"
 
 

@@ -88,8 +88,8 @@ def run(args: argparse.Namespace) -> int:
         wait_ready(top, state_dir, progress=lambda m: print(m))
         print(f"Prometheus {stack.prometheus.url if stack.prometheus else '-'}   API {stack.api_url}/docs   report -> {out}")
         print(f"operator console {stack.api_url}/console")
-        timeline = _play(stack, story, state_dir, out, live=not args.no_live)
-        report = _report(stack, story, timeline, out)
+        timeline, judged_from, approval = _play(stack, story, state_dir, out, live=not args.no_live)
+        report = _report(stack, story, timeline, out, judged_from, approval)
         print(report)
         return 0
     except KeyboardInterrupt:
@@ -161,33 +161,53 @@ def _control_mode(stack: Any, phase: Any) -> None:
         ctl.restart(Mode(phase.control))
 
 
-def _approve_pending(stack: Any, approved: list[str]) -> None:
-    """The approve segment's operator: approve every pending action through the API (with the token)."""
-    for row in stack.api_get("/v1/actions", state="pending") or []:
-        r = stack.api_write("POST", f"/v1/actions/{row['id']}/approve", {"by": "demo-operator"})
-        if r.status_code == 200:
-            approved.append(str(row["id"]))
+Timeline = list[tuple[Any, float, float]]
 
 
-def _play(stack: Any, story: Any, state_dir: Path, out: Path, live: bool) -> list[tuple[Any, float, float]]:
+def _operator_turn(stack: Any, phase: Any, awaited: Any, end: float, judged_from: dict[str, float], echo: bool) -> float:
+    """The approve segment's operator polls the API; returns the phase's end, which moves to the
+    awaited action's applied instant + the phase's duration (or to now if it gave up waiting)."""
+    if awaited is None:
+        return end
+    was_done = awaited.done
+    for line in awaited.step(stack, time.time()):
+        if echo:
+            print(line, flush=True)
+    if awaited.done and not was_done and awaited.applied_s is not None:
+        judged_from[phase.name] = awaited.applied_s
+        return float(awaited.applied_s + phase.duration_s)
+    if not awaited.done and awaited.gave_up(time.time()):
+        return min(end, time.time())
+    return end
+
+
+def _play(stack: Any, story: Any, state_dir: Path, out: Path, live: bool) -> tuple[Timeline, dict[str, float], dict[str, Any] | None]:
+    """Play the story; returns the timeline, when each phase is judged from (where not its start), and
+    the approve segment's account."""
     from rich.console import Console
     from rich.live import Live
 
+    from inferslice.cli.demo.approval import WAIT_S, Approval
     from inferslice.cli.demo.view import render, window_key, window_line
 
-    timeline: list[tuple[Any, float, float]] = []
+    timeline: Timeline = []
+    judged_from: dict[str, float] = {}
+    approval: Approval | None = None
     console = Console()  # the terminal's width when there is one
     live = live and console.is_terminal  # a log or a pipe gets one line per window, never cursor moves
     total = len(story.phases)
-    approved: list[str] = []
     for i, phase in enumerate(story.phases, start=1):
         _apply(phase, state_dir)
         _control_mode(stack, phase)
         start = time.time()
+        awaited = Approval(phase.approve_tier, start) if phase.control == "approve" and phase.approve_tier else None
+        approval = awaited or approval
+        longest = phase.duration_s + (WAIT_S if awaited is not None else 0.0)
         for j, (tier, load) in enumerate(phase.loads.items()):
             result = out / f"load-{phase.name.replace(' ', '-')}-{tier}.json"
-            stack.start_load(tier, tier, load.concurrency, phase.duration_s + 5, seed=10 * i + j, result_path=result)
-        end = start + phase.duration_s
+            stack.start_load(tier, tier, load.concurrency, longest + 5, seed=10 * i + j, result_path=result)
+        # An approve segment runs its duration from the moment its action was applied (or it gave up waiting).
+        end = start + phase.duration_s if awaited is None else start + longest
 
         def views(phase: Any = phase) -> dict[str, Any]:
             return {t: stack.slice_view(t) for t in phase.loads}
@@ -196,19 +216,14 @@ def _play(stack: Any, story: Any, state_dir: Path, out: Path, live: bool) -> lis
             with Live(render(phase, i, total, phase.duration_s, views(), console.width), console=console, refresh_per_second=2) as view:
                 while time.time() < end:
                     time.sleep(1.0)
-                    if phase.control == "approve":
-                        _approve_pending(stack, approved)
+                    end = _operator_turn(stack, phase, awaited, end, judged_from, echo=False)
                     view.update(render(phase, i, total, max(0.0, end - time.time()), views(), console.width))
         else:
             print(f"phase {i}/{total}: {phase.name} ({phase.duration_s:g} s): {phase.description}", flush=True)
             last: tuple[Any, ...] | None = None
             while time.time() < end:
                 time.sleep(1.0)
-                if phase.control == "approve":
-                    n = len(approved)
-                    _approve_pending(stack, approved)
-                    if len(approved) > n:
-                        print(f"  approved through the API: {', '.join(approved[n:])}", flush=True)
+                end = _operator_turn(stack, phase, awaited, end, judged_from, echo=True)
                 now = views()
                 key = window_key(now)
                 if key != last:  # a new diagnosis window for some tier
@@ -217,14 +232,15 @@ def _play(stack: Any, story: Any, state_dir: Path, out: Path, live: bool) -> lis
         timeline.append((phase, start, time.time()))
     for tier in list(stack.loads):
         stack.stop_load(tier)
-    return timeline
+    return timeline, judged_from, approval.to_dict() if approval is not None else None
 
 
-def _report(stack: Any, story: Any, timeline: list[tuple[Any, float, float]], out: Path) -> str:
+def _report(stack: Any, story: Any, timeline: Timeline, out: Path, judged_from: dict[str, float], approval: dict[str, Any] | None) -> str:
+    from inferslice.cli.demo.approval import report_lines
     from inferslice.cli.demo.story import judge
 
     history = {t: stack.diagnoses(t) for t in stack.topology.tier_names}
-    verdicts = [v for phase, start, end in timeline for v in judge(phase, history, start, end)]
+    verdicts = [v for phase, start, end in timeline for v in judge(phase, history, judged_from.get(phase.name, start), end)]
     alerts = stack.alerts()
     lines = [
         "# inferslice demo report",
@@ -247,6 +263,7 @@ def _report(stack: Any, story: Any, timeline: list[tuple[Any, float, float]], ou
 
     actions = stack.api_get("/v1/actions") or []
     lines += control_section(actions, history, timeline, stack.api_get("/v1/control/events") or [])
+    lines += report_lines(approval)
     lines += [
         "",
         "Dashboards and rules generated for this topology are in `dashboards/`; the SQLite history is `inferslice.db`;"
@@ -260,7 +277,8 @@ def _report(stack: Any, story: Any, timeline: list[tuple[Any, float, float]], ou
                 "verdicts": [v.__dict__ | {"ok": v.ok} for v in verdicts],
                 "alerts": len(alerts),
                 "actions": actions,
-                "phases": [{"name": p.name, "start_s": s, "end_s": e} for p, s, e in timeline],
+                "phases": [{"name": p.name, "start_s": s, "end_s": e, "judged_from_s": judged_from.get(p.name, s)} for p, s, e in timeline],
+                "approval": approval,
             },
             indent=1,
         )

@@ -27,6 +27,9 @@ class Phase:
     loads: Mapping[str, TierLoad]
     expect: Mapping[str, str]  # tier -> regime the platform should diagnose once settled
     control: str = "dry-run"  # the controller's mode in this phase: dry-run (propose only) | auto | approve
+    # approve mode: the segment waits for this tier's action to be pending, approves it through the API
+    # and judges the phase from when it was applied (the phase's duration runs from then)
+    approve_tier: str | None = None
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,10 @@ class Story:
 # at 10 clients, so 0.5 Mbit/s binds; a 0.35 share slows Premium's decode ~3x with no queue.
 # The controller watches throughout: in dry-run while the regimes develop (it records what it would
 # do), in auto for the remedies (Standard's cap is the controller's to raise; Free is at its ceiling,
-# which the controller reports instead of acting), in approve for a load step on Premium that the
-# demo approves through the API.
+# which the controller reports instead of acting), in approve for a second squeeze of Standard's edge:
+# its cap raise waits for an operator, whom the demo plays through the API. A squeeze always yields an
+# action (a tier's bandwidth budget is far above its cap), where a load step may find the tier
+# already scaled by the remedies' forecast.
 DEFAULT_STORY = Story(
     phases=(
         Phase(
@@ -74,11 +79,13 @@ DEFAULT_STORY = Story(
         ),
         Phase(
             "approval",
-            "the controller in approve: Premium's load steps up, the scale-out waits for an operator, the demo approves it",
+            "the controller in approve: Standard's edge squeezed to 0.5 Mbit/s again; its cap raise waits for an operator,"
+            " the demo approves it through the API",
             50.0,
-            {"free": TierLoad(4), "standard": TierLoad(4, keep_cap=True), "premium": TierLoad(22)},
+            {"free": TierLoad(4), "standard": TierLoad(10, cap_bps=0.5e6), "premium": TierLoad(8)},
             {"free": "healthy", "standard": "healthy", "premium": "healthy"},
             control="approve",
+            approve_tier="standard",
         ),
     ),
     replicas={"free": 1, "standard": 2, "premium": 2},
