@@ -5,16 +5,25 @@ to an absolute path here, before the child starts: a relative path would be read
 child's working directory, which is not the caller's (the demo's Alertmanager once failed on a
 relative ``--out`` exactly so). Callers therefore pass paths as ``Path`` objects, or as
 ``(flag, Path)`` for ``--flag=PATH``, never pre-formatted into a string.
+
+Children die with their parent: a ``kill -9`` of the Platform would otherwise orphan its API,
+controller, exporter, Prometheus and load generators (they run in their own sessions, so no terminal
+hang-up reaches them). Each child asks the kernel for ``SIGTERM`` when its parent dies
+(``prctl(PR_SET_PDEATHSIG)``, Linux). The kernel sends it when the *thread* that forked the child
+exits, so children are spawned from threads that live as long as the parent (the CLIs' main thread).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import httpx
@@ -26,6 +35,35 @@ READY_TIMEOUT_S = 30.0  # Prometheus is ready in ~0.2 s; Alertmanager in ~1 s; a
 DEBIAN_PACKAGE = {"prometheus": "prometheus", "promtool": "prometheus", "prometheus-alertmanager": "prometheus-alertmanager"}
 
 Arg = str | os.PathLike[str] | tuple[str, os.PathLike[str]]
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl, resolved in the parent: the child between fork and exec must not dlopen (locks)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl()
+
+
+def parent_death_signal(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the kernel send ``sig`` to the child when its parent dies; None off Linux."""
+    prctl = _PRCTL
+    if prctl is None:
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the request was in place: nobody will signal
+            os.kill(os.getpid(), sig)
+
+    return preexec
 
 
 def absolute(path: str | os.PathLike[str]) -> Path:
@@ -78,6 +116,7 @@ class ManagedProcess:
         *,
         log_path: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
+        die_with_parent: bool = True,
     ) -> None:
         self.name = name
         self.workdir = absolute(workdir)
@@ -85,6 +124,7 @@ class ManagedProcess:
         self.ready_url = ready_url
         self.log_path = absolute(log_path) if log_path is not None else self.workdir / f"{name}.log"
         self.env = dict(env) if env is not None else None
+        self.die_with_parent = die_with_parent  # False: the child outlives its parent (a daemon the caller hands on)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def spawn(self) -> None:
@@ -94,7 +134,13 @@ class ManagedProcess:
         env = {**os.environ, **self.env} if self.env is not None else None
         with self.log_path.open("ab") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(
-                self.argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir, env=env, start_new_session=True
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+                env=env,
+                start_new_session=True,
+                preexec_fn=parent_death_signal() if self.die_with_parent else None,
             )
 
     def start(self, timeout_s: float = READY_TIMEOUT_S) -> None:
