@@ -87,6 +87,30 @@ DEFAULT_INJECTIONS: tuple[Injection, ...] = (
 )
 
 
+def select_injections(
+    tiers: Sequence[str] | None = None, clients: Mapping[str, int] | None = None, injections: Sequence[Injection] = DEFAULT_INJECTIONS
+) -> tuple[Injection, ...]:
+    """The injections of ``tiers`` (all when None), with a tier's steady client count replaced from ``clients``.
+
+    A real engine (vLLM on CPU) fits fewer clients than the emulator before it queues: its baseline
+    must stay healthy, or no reference is learned and every verdict is judged against the fallbacks.
+    """
+    known = {inj.tier for inj in injections}
+    wanted = set(tiers) if tiers is not None else known
+    unknown = sorted((wanted | set(clients or {})) - known)
+    if unknown:
+        raise PermanentError(f"no injection for tier(s) {', '.join(unknown)} (have {', '.join(sorted(known))})")
+    out = []
+    for inj in injections:
+        if inj.tier not in wanted:
+            continue
+        n = (clients or {}).get(inj.tier)
+        if n is not None and n < 1:
+            raise PermanentError(f"{inj.tier}: clients must be >= 1, got {n}")
+        out.append(replace(inj, concurrency=n) if n is not None else inj)
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class BenchSettings:
     interval_s: float = 2.0  # the testbed's scrape interval: one verdict per new sample

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from inferslice.errors import ConfigError
+from inferslice.errors import ConfigError, PermanentError
 
 HELP = "benchmarks, reported as ratios against a baseline run in the same process"
 NAMES = ("exporter", "classifier", "engine")
@@ -70,6 +70,10 @@ def _add_diagnosis(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hold-s", type=float, default=None, help="how long each change holds")
     p.add_argument("--recover-s", type=float, default=None, help="how long each reverse change holds")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a classifier threshold (repeatable)")
+    p.add_argument(
+        "--injection-tier", action="append", default=None, metavar="TIER", help="inject only on this tier (repeatable; default all)"
+    )
+    p.add_argument("--injection-clients", action="append", default=[], metavar="TIER=N", help="a tier's steady client count (repeatable)")
     p.add_argument("--rescore", action="store_true", help="replay the recorded windows in --diagnosis-out instead of running")
     p.add_argument("--corpus", action="store_true", help="score the classifier and its peers on the labelled corpus (no testbed)")
     p.add_argument("--rcaeval-python", default=None, help="interpreter with RCAEval (default $INFERSLICE_RCAEVAL_PYTHON, .venv-rcaeval)")
@@ -122,8 +126,18 @@ def _run_diagnosis(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         sources=tuple(s.strip() for s in args.sources.split(",") if s.strip()),
         **overrides,
     )
+    clients: dict[str, int] = {}
+    for pair in args.injection_clients:
+        tier, _, n = pair.partition("=")
+        if not n.strip().isdigit():
+            raise ConfigError(f"expected TIER=N, got {pair!r}", "--injection-clients")
+        clients[tier.strip()] = int(n)
+    try:
+        injections = diagnosis.select_injections(args.injection_tier, clients)
+    except PermanentError as err:
+        raise ConfigError(str(err), "--injection-tier") from err
     state_dir = Path(args.state_dir) if args.state_dir else DEFAULT_STATE_DIR
-    result = diagnosis.run(out, settings, state_dir=state_dir, topology_path=args.diagnosis_topology, thresholds=thresholds)
+    result = diagnosis.run(out, settings, injections, state_dir=state_dir, topology_path=args.diagnosis_topology, thresholds=thresholds)
     return result, diagnosis.markdown(result)
 
 
