@@ -323,9 +323,11 @@ def _remove_state_files(state_dir: Path) -> list[str]:
         if (state_dir / name).exists():
             (state_dir / name).unlink()
             removed.append(f"file {state_dir / name}")
-    for frag in state_dir.glob("replicas-*.json") if state_dir.is_dir() else []:
-        frag.unlink(missing_ok=True)
-        removed.append(f"file {frag}")
+    # the fronts' replica fragments and the placements their moves left (testbed/serving/replicas.py)
+    for pattern in ("replicas-*.json", "placement-*.json"):
+        for frag in state_dir.glob(pattern) if state_dir.is_dir() else []:
+            frag.unlink(missing_ok=True)
+            removed.append(f"file {frag}")
     return removed
 
 

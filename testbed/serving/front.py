@@ -37,7 +37,7 @@ from inferslice.testbed.serving.admission import Admission
 from inferslice.testbed.serving.metrics import HttpStats, RayServeCollector
 from inferslice.testbed.serving.moves import Move, MoveRefused, check_move, run_move
 from inferslice.testbed.serving.proxy import error_response, first_models, forward
-from inferslice.testbed.serving.replicas import Replica, ReplicaSet, registry_entries
+from inferslice.testbed.serving.replicas import Replica, ReplicaSet, placement_path, registry_entries
 from inferslice.testbed.serving.router import RouterCore
 from inferslice.topology import Topology, load_topology
 
@@ -84,7 +84,7 @@ class TierFront:
         )
         self.scaler = autoscale.AutoscaleState(desired=self.target)
         self.router = RouterCore(t.max_ongoing_requests, seed=seed)
-        self.set = ReplicaSet(tier, t, plan, self.router)
+        self.set = ReplicaSet(tier, t, plan, self.router, placement_path(state_dir, tier))
         self.admission = Admission(self.router, self.set.holds)
         self.http = HttpStats()
         self.registry = CollectorRegistry(auto_describe=False)

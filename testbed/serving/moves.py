@@ -112,7 +112,7 @@ async def run_move(
     # The successor serves: it takes the slot, then the old replica stops taking requests and drains.
     rs.incoming.pop(old.slot, None)
     rs.by_slot[old.slot] = new
-    rs.placed[old.slot] = (pop, gpu)
+    rs.set_placed(old.slot, pop, gpu)  # persisted: a restarted front keeps the slot here
     old.state = "stopping"
     rs.router.set_routable(old.id, False)
     move.phase = "draining"

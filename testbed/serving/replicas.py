@@ -5,17 +5,25 @@ AddressPlan.replica_id(tier, k), unless a move placed it elsewhere (``placed``: 
 replica_id_at of that PoP); the engine hosts' admin API (POST/DELETE/GET /admin/replicas) owns their
 processes. Routability follows the replica's state: only a ready replica is routed to. During a move
 the slot has two replicas: the one in ``by_slot`` and its successor in ``incoming`` (see moves.py).
+
+Where moves put slots is persisted (``placement-<tier>.json`` in the state directory, written
+atomically on every change): a restarted front re-creates a moved slot at the PoP it was moved to,
+where the engine host still runs it (the host answers 409 with the replica, which the front adopts),
+instead of starting a second copy at the slot's home placement.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 
+from inferslice.common.files import atomic_write_json
 from inferslice.common.registry import ReplicaEntry
 from inferslice.testbed.addressing import AddressPlan
 from inferslice.testbed.serving.router import RouterCore
@@ -59,6 +67,29 @@ class Replica:
         }
 
 
+def placement_path(state_dir: str | Path, tier: str) -> Path:
+    return Path(state_dir) / f"placement-{tier}.json"
+
+
+def load_placement(path: Path, pops: dict[str, int]) -> dict[int, tuple[str, int]]:
+    """slot -> (pop, gpu) from a placement file; entries naming no PoP/GPU of this topology are dropped
+    (the file may predate a topology change), and a missing or unreadable file means no moves."""
+    try:
+        data = json.loads(path.read_text())
+        items = data["placed"].items()
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+    out: dict[int, tuple[str, int]] = {}
+    for slot, where in items:
+        try:
+            k, pop, gpu = int(slot), str(where[0]), int(where[1])
+        except (ValueError, TypeError, IndexError):
+            continue
+        if pop in pops and 0 <= gpu < pops[pop] and k >= 0:
+            out[k] = (pop, gpu)
+    return out
+
+
 def registry_entries(tier_name: str, tier: Tier, replicas: Iterable[Replica]) -> list[ReplicaEntry]:
     """The registry's view of the set: a replica not yet (or no longer) known ready is starting."""
     return [
@@ -80,14 +111,30 @@ def registry_entries(tier_name: str, tier: Tier, replicas: Iterable[Replica]) ->
 class ReplicaSet:
     """The replicas of one tier, by slot, and the admin-API calls that change or read them."""
 
-    def __init__(self, tier_name: str, tier: Tier, plan: AddressPlan, router: RouterCore) -> None:
+    def __init__(self, tier_name: str, tier: Tier, plan: AddressPlan, router: RouterCore, placement_file: Path | None = None) -> None:
         self.tier_name = tier_name
         self.tier = tier
         self.plan = plan
         self.router = router
         self.by_slot: dict[int, Replica] = {}
         self.incoming: dict[int, Replica] = {}  # slot -> the successor a move is starting
-        self.placed: dict[int, tuple[str, int]] = {}  # slot -> (pop, gpu) a move put it at
+        self.placement_file = placement_file  # None: moves are not persisted (a front without a state dir)
+        pops = {p.name: p.gpus for p in plan.topology.pops}
+        # slot -> (pop, gpu) a move put it at; change it through set_placed / clear_placed (they persist)
+        self.placed: dict[int, tuple[str, int]] = load_placement(placement_file, pops) if placement_file else {}
+
+    def set_placed(self, slot: int, pop: str, gpu: int) -> None:
+        self.placed[slot] = (pop, gpu)
+        self._save_placement()
+
+    def clear_placed(self, slot: int) -> None:
+        if self.placed.pop(slot, None) is not None:
+            self._save_placement()
+
+    def _save_placement(self) -> None:
+        if self.placement_file is not None:
+            placed = {str(k): [pop, gpu] for k, (pop, gpu) in sorted(self.placed.items())}
+            atomic_write_json(self.placement_file, {"tier": self.tier_name, "placed": placed})
 
     def all(self) -> list[Replica]:
         return [*self.by_slot.values(), *self.incoming.values()]
@@ -126,7 +173,7 @@ class ReplicaSet:
             if r.slot >= target and r.state not in ("pending", "stopping"):
                 r.state = "stopping"
                 self.router.set_routable(r.id, False)
-                self.placed.pop(r.slot, None)  # a slot created again later starts at its placement
+                self.clear_placed(r.slot)  # a slot created again later starts at its placement
                 out.append(r)
         return out
 

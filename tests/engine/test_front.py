@@ -17,6 +17,7 @@ from inferslice.testbed.addressing import AddressPlan
 from inferslice.testbed.engine.host import EngineHost
 from inferslice.testbed.serving import autoscale
 from inferslice.testbed.serving.front import TierFront
+from inferslice.testbed.serving.replicas import load_placement, placement_path
 from inferslice.testbed.serving.router import RouterCore
 from inferslice.topology import Topology
 
@@ -284,3 +285,38 @@ async def test_failed_move_leaves_the_old_replica_serving(bed: Bed) -> None:
         assert [(r["id"], r["state"]) for r in front.state()["replicas"]] == [("free-0", "ready")]
     finally:
         await front.stop(release_replicas=True)
+
+
+async def test_a_restarted_front_keeps_a_moved_replica_where_it_was_moved(bed: Bed) -> None:
+    front = await bed.front("standard", fixed_replicas=1)  # standard-0 at its home bristol/gpu0
+    url = bed.plan.front("standard").url
+    await wait_for(lambda: front.state()["replicas"] and front.state()["replicas"][0]["state"] == "ready")
+    body = {"id": "mv", "replica": "standard-0", "pop": "dublin", "gpu": 1}
+    async with aiohttp.ClientSession() as s, s.post(url + "/admin/moves", json=body) as r:
+        assert r.status == 202
+    await wait_for(lambda: front.moves["mv"].phase == "done", timeout_s=5.0)
+    placement = json.loads(placement_path(bed.state_dir, "standard").read_text())
+    assert placement == {"tier": "standard", "placed": {"0": ["dublin", 1]}}
+    await front.stop()  # a crash or restart: the replicas stay at their hosts
+    again = await bed.front("standard", fixed_replicas=1)
+    try:
+        await wait_for(lambda: again.state()["replicas"] and again.state()["replicas"][0]["state"] == "ready")
+        assert [(r["id"], r["pop"], r["gpu"]) for r in again.state()["replicas"]] == [("standard-0-dublin", "dublin", 1)]
+        assert "standard-0" not in bed.hosts["bristol"].replicas  # no second copy at the home placement
+        async with aiohttp.ClientSession() as s:
+            assert (await stream(s, url, 2))[0] == 200
+        again.set_fixed(0)  # the slot scaled away: a later one starts at its placement again
+        await wait_for(lambda: not again.state()["replicas"])
+        assert json.loads(placement_path(bed.state_dir, "standard").read_text())["placed"] == {}
+    finally:
+        await again.stop(release_replicas=True)
+
+
+def test_placement_file_keeps_only_what_this_topology_can_place(tmp_path: Path) -> None:
+    pops = {"bristol": 2, "dublin": 2}
+    path = tmp_path / "placement-standard.json"
+    assert load_placement(path, pops) == {}  # none yet
+    path.write_text('{"placed": {"0": ["dublin", 1], "1": ["paris", 0], "2": ["bristol", 5], "x": ["bristol", 0]}}')
+    assert load_placement(path, pops) == {0: ("dublin", 1)}
+    path.write_text("not json")
+    assert load_placement(path, pops) == {}
