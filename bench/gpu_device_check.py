@@ -13,6 +13,11 @@ What it checks and writes to OUTDIR/report.json (plus nvidia-smi's XML and each 
    slices' sum plus ``unattributed`` must equal the device counter's increase (conservation), and the
    busier tier must get more.
 Each step degrades to a recorded reason (no vLLM, no torch, no energy counter) rather than failing.
+The whole run keeps to ``INFERSLICE_GPU_CHECK_BUDGET_S`` (default 540 s, under the device's 10-minute
+call): the vLLM start waits only as long as the load and the checks still fit, the report is written
+after every step, and SIGTERM (the shell's ``timeout``) still stops the engines it started.
+NVML names host PIDs: ``nvml_pids`` next to ``tier_pids`` in the report shows a PID-namespace
+mismatch (a container without the host's PID namespace) when the mapping finds no tier.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -40,9 +46,29 @@ from inferslice.exporters.gpu.allocation import PidResolver
 from inferslice.exporters.gpu.nvml import NvmlSource, load_pynvml
 
 ROOT = Path(__file__).resolve().parents[1]
+_PROCS: list[Any] = []  # every vLLM started, stopped in _run's finally (also on SIGTERM)
 TIERS = {"premium": (0.30, 8), "free": (0.15, 2)}  # tier -> (GPU memory share, client concurrency)
 LOAD_S = 60.0
 SAMPLE_S = 5.0
+BUDGET_S = float(os.environ.get("INFERSLICE_GPU_CHECK_BUDGET_S", "540"))  # the device call allows 600 s
+AFTER_START_S = LOAD_S + 60.0  # the load, the final scrapes and stopping the engines after vLLM is up
+_DEADLINE = time.monotonic() + BUDGET_S
+
+
+def _left_s() -> float:
+    return _DEADLINE - time.monotonic()
+
+
+def _save(out: Path, report: dict[str, Any]) -> None:
+    (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
+
+
+def _importable(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def _terminated(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds through the finally blocks, which stop the engines
 
 TORCH_WORKLOAD = """
 import sys, time, torch
@@ -103,16 +129,15 @@ async def _vllm_tiers(out: Path, report: dict[str, Any]) -> dict[str, tuple[int,
         p = VllmProcess(s, f"{tier}-0", out / f"vllm-{tier}.log")
         await p.start("127.0.0.1", 18600 + k)
         procs[tier] = p
-        for _ in range(360):  # one at a time: two engines profiling memory at once misjudge the free memory
-            if p.state == "ready" or p.state == "stopping":
-                break
+        _PROCS.append(p)
+        # One at a time: two engines profiling memory at once misjudge the free memory.
+        while p.state not in ("ready", "stopping") and _left_s() > AFTER_START_S:
             await asyncio.sleep(0.5)
+        if p.state != "ready":
+            report["vllm_note"] = f"{tier}: not ready with {AFTER_START_S:g} s of the budget left (see vllm-{tier}.log)"
+            break
     report["vllm_ready"] = {t: p.state for t, p in procs.items()}
-    _PROCS.extend(procs.values())
     return {t: (p.pid or 0, p.url) for t, p in procs.items() if p.state == "ready"}
-
-
-_PROCS: list[Any] = []
 
 
 async def _load(tiers: dict[str, tuple[int, str]]) -> dict[str, Any]:
@@ -128,21 +153,24 @@ async def _load(tiers: dict[str, tuple[int, str]]) -> dict[str, Any]:
     return {t: {k: r.summary.get(k) for k in keys} for t, r in zip(tiers, results, strict=True)}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("/tmp/gpu-device-check"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    report: dict[str, Any] = {"python": sys.executable}
+    signal.signal(signal.SIGTERM, _terminated)
+    report: dict[str, Any] = {"python": sys.executable, "budget_s": BUDGET_S}
     if shutil.which("nvidia-smi"):
         smi = subprocess.run(["nvidia-smi", "-q", "-x"], capture_output=True, text=True, check=False)
         (out / "nvidia-smi.xml").write_text(smi.stdout)
     nvml = load_pynvml()
     if nvml is None:
-        report["error"] = "nvidia-ml-py (pynvml) is not installed in this python"
-        (out / "report.json").write_text(json.dumps(report, indent=1))
-        return 1
+        report["skipped"] = "no NVML binding: neither nvidia-ml-py (pynvml) nor vLLM's vendored copy in this python"
+        _save(out, report)
+        print(report["skipped"], file=sys.stderr)
+        return 2
+    report["pynvml"] = getattr(nvml, "__file__", None)
     entries: list[ReplicaEntry] = []
     resolver = PidResolver(lambda: entries)
     src = NvmlSource(nvml, "device", resolver)
@@ -150,19 +178,22 @@ def main() -> int:
         report["devices"] = src.devices()
     except (SourceUnavailable, nvml.NVMLError) as err:
         report["error"] = f"NVML unavailable: {err}"
-        (out / "report.json").write_text(json.dumps(report, indent=1))
+        _save(out, report)
         print(report["error"], file=sys.stderr)
         return 1
     _log(out, f"NVML: {len(report['devices'])} device(s)")
-    has_vllm = importlib.util.find_spec("vllm") is not None
-    has_torch = importlib.util.find_spec("torch") is not None
+    has_vllm, has_torch = _importable("vllm"), _importable("torch")
     report["has_vllm"], report["has_torch"] = has_vllm, has_torch
+    _save(out, report)
     try:
         asyncio.run(_run(out, report, src, entries))
     finally:
         src.close()
-        (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
-    return 0
+        _save(out, report)
+    checks = report.get("checks", {})
+    if any(v is False for v in checks.values() if isinstance(v, bool)):
+        return 1
+    return 2 if "skipped_load" in report else 0
 
 
 async def _run(out: Path, report: dict[str, Any], src: NvmlSource, entries: list[ReplicaEntry]) -> None:
@@ -173,14 +204,18 @@ async def _run(out: Path, report: dict[str, Any], src: NvmlSource, entries: list
         if report["has_vllm"]:
             tiers = await _vllm_tiers(out, report)
             _log(out, f"vLLM ready: {sorted(tiers)}")
+            _save(out, report)
         if not tiers and report["has_torch"]:
             for tier, n in (("premium", 8192), ("free", 4096)):
                 w = subprocess.Popen([sys.executable, "-c", TORCH_WORKLOAD, str(n), str(LOAD_S + 10)])
                 workers.append(w)
                 tiers[tier] = (w.pid, "")
             report["workload"] = "torch matmul (no vLLM)"
+        if not tiers:
+            report["skipped_load"] = "neither a CUDA vLLM nor torch in this python: NVML read, no workload to attribute"
         for tier, (pid, url) in tiers.items():
             entries.append(ReplicaEntry(f"{tier}-0", tier, "device", 0, TIERS[tier][0], 1.0, url or "none", pid=pid))
+        report["tier_pids"] = {t: pid for t, (pid, _) in tiers.items()}
         samples: list[dict[str, Any]] = []
         e0 = _device_energy_mj(src)
         _scrape(src)  # baseline of the energy attribution
@@ -198,6 +233,7 @@ async def _run(out: Path, report: dict[str, Any], src: NvmlSource, entries: list
             await asyncio.sleep(LOAD_S)
         stop.set()
         th.join()
+        report["nvml_pids"] = [[pid for pid, _ in d.get("processes", [])] for d in src.devices()]
         final = _scrape(src)
         e1 = _device_energy_mj(src)
         report["samples"] = samples
@@ -213,10 +249,10 @@ async def _run(out: Path, report: dict[str, Any], src: NvmlSource, entries: list
         else:
             report["energy_note"] = "no NVML energy counter on this board (pre-Volta or vGPU)"
         mem = final.get(mn.SLICE_GPU_MEMORY_USED, {})
+        report["slices_seen_by_nvml"] = sorted(mem)
         report["checks"] = {
-            "slices_seen_by_nvml": sorted(mem),
-            "both_tiers_mapped": set(tiers) <= set(mem),
-            "busier_tier_more_energy": (energy.get("premium", 0) > energy.get("free", 0)) if energy else None,
+            "both_tiers_mapped": set(tiers) <= set(mem) if tiers else None,
+            "busier_tier_more_energy": (energy.get("premium", 0) > energy.get("free", 0)) if energy and tiers else None,
             # the sampler's scrapes and the final one cover the whole interval since the baseline
             "conservation_within_2pct": abs(ratio - 1) < 0.02 if ratio is not None else None,
         }

@@ -13,15 +13,20 @@ Energy per slice (``inferslice_gpu_energy_joules_total{slice}``, the paper's ope
 energy per tier): each scrape, a GPU's energy increase since the previous scrape is split over the
 slices whose processes run on it, in proportion to their SM utilisation samples
 (``nvmlDeviceGetProcessUtilization``) when the board reports them, else to their GPU memory (with
-fractional shares each replica's memory is its allocation, so that split is by share). Energy of a
-GPU without slice processes counts as ``unattributed``. The first scrape only sets the baseline; a
+fractional shares each replica's memory is its allocation, so that split is by share). A process
+no slice owns takes its part as ``unattributed`` (a tier is not billed for a neighbour), and so does
+the energy of a GPU without processes. NVML reports host PIDs: the exporter must see the host's
+PID namespace (``hostPID``) for the mapping to find them. The first scrape only sets the baseline; a
 counter that went backwards (driver reload) re-baselines.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -31,14 +36,44 @@ from inferslice import metric_names as mn
 from inferslice.errors import SourceUnavailable
 
 SliceOfPid = Callable[[int], str | None]
+UNATTRIBUTED = "unattributed"  # the energy label of a GPU's draw no slice's process accounts for
+
+
+VENDORED = "third_party/pynvml.py"  # vLLM ships nvidia-ml-py's pynvml.py here (``vllm.third_party.pynvml``)
+
+
+def _vendored_pynvml() -> ModuleType | None:
+    """vLLM's copy of nvidia-ml-py, loaded by its path: importing ``vllm`` itself would pull in torch."""
+    try:
+        spec = importlib.util.find_spec("vllm")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for root in spec.submodule_search_locations:
+        path = Path(root) / VENDORED
+        if not path.is_file():
+            continue
+        file_spec = importlib.util.spec_from_file_location("_inferslice_vllm_pynvml", path)
+        if file_spec is None or file_spec.loader is None:
+            continue
+        module = importlib.util.module_from_spec(file_spec)
+        sys.modules[file_spec.name] = module  # pynvml looks itself up there (its error classes are made at import)
+        try:
+            file_spec.loader.exec_module(module)
+        except (ImportError, OSError, SyntaxError):  # a broken copy is no NVML: the source reports itself down
+            sys.modules.pop(file_spec.name, None)
+            return None
+        return module
+    return None
 
 
 def load_pynvml() -> ModuleType | None:
-    """The real module, or None when nvidia-ml-py is not installed."""
+    """nvidia-ml-py's ``pynvml``, else vLLM's vendored copy (a CUDA vLLM install has it), else None."""
     try:
         import pynvml
     except ImportError:
-        return None
+        return _vendored_pynvml()
     module: ModuleType = pynvml
     return module
 
@@ -125,7 +160,9 @@ class NvmlSource:
                 slice_ = self._slice_of_pid(int(proc.pid))
                 if slice_ is not None:
                     per_slice[slice_] = per_slice.get(slice_, 0.0) + float(mem_bytes)
-                    mem_by_slice[slice_] = mem_by_slice.get(slice_, 0.0) + float(mem_bytes)
+                # A process no slice owns still draws power: its weight stays unattributed.
+                key = slice_ if slice_ is not None else UNATTRIBUTED
+                mem_by_slice[key] = mem_by_slice.get(key, 0.0) + float(mem_bytes)
             self._attribute_energy(i, handle, mem_by_slice)
         slice_mem = GaugeMetricFamily(mn.SLICE_GPU_MEMORY_USED, "GPU memory used by the slice's processes in bytes", labels=["slice"])
         for s, v in sorted(per_slice.items()):
@@ -147,9 +184,8 @@ class NvmlSource:
         out: dict[str, float] = {}
         for smp in samples or ():
             self._util_ts[i] = max(self._util_ts.get(i, 0), int(getattr(smp, "timeStamp", 0)))
-            slice_ = self._slice_of_pid(int(smp.pid))
-            if slice_ is not None:
-                out[slice_] = out.get(slice_, 0.0) + float(getattr(smp, "smUtil", 0))
+            key = self._slice_of_pid(int(smp.pid)) or UNATTRIBUTED
+            out[key] = out.get(key, 0.0) + float(getattr(smp, "smUtil", 0))
         return out
 
     def _attribute_energy(self, i: int, handle: Any, mem_by_slice: dict[str, float]) -> None:
@@ -169,7 +205,7 @@ class NvmlSource:
         weights = {k: v for k, v in (sm or mem_by_slice).items() if v > 0}
         total = sum(weights.values())
         if total <= 0:
-            self._energy_j["unattributed"] = self._energy_j.get("unattributed", 0.0) + joules
+            self._energy_j[UNATTRIBUTED] = self._energy_j.get(UNATTRIBUTED, 0.0) + joules
             return
         for slice_, w in weights.items():
             self._energy_j[slice_] = self._energy_j.get(slice_, 0.0) + joules * w / total
@@ -193,7 +229,7 @@ class NvmlSource:
                 "utilization_pct": nv.nvmlDeviceGetUtilizationRates(h).gpu,
                 "memory_used_bytes": mem.used,
                 "memory_total_bytes": mem.total,
-                "power_mw": nv.nvmlDeviceGetPowerUsage(h),
+                "power_mw": _optional(nv.nvmlDeviceGetPowerUsage, h, self._error_types()),
                 "processes": [(p.pid, p.usedGpuMemory) for p in nv.nvmlDeviceGetComputeRunningProcesses(h)],
                 "energy_mj": _optional(nv.nvmlDeviceGetTotalEnergyConsumption, h, self._error_types()),
             })
