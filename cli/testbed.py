@@ -13,10 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from inferslice.cli.testbed_move import add_arguments as move_args
+from inferslice.cli.testbed_move import run as move_run
 from inferslice.common.registry import DEFAULT_STATE_DIR
 from inferslice.errors import InputError
 
-HELP = "local testbed: up | down | status | run SCENARIO | cap | replicas | share"
+HELP = "local testbed: up | down | status | run SCENARIO | cap | replicas | share | move"
 
 Handler = Callable[[argparse.Namespace], int]
 # name -> (help, add_arguments, run); the lead adds `run`, `replicas`, `share` here.
@@ -205,6 +207,7 @@ HANDLERS.update(
         "down": ("remove everything the testbed created (works after a crash)", _state_dir_arg, _down),
         "status": ("what is up, which processes run, the current caps", _status_args, _status),
         "cap": ("change a tier's client-edge bandwidth cap live", _cap_args, _cap),
+        "move": ("move a tier's replica to another PoP, make-before-break, and show its progress", move_args, move_run),
     }
 )
 

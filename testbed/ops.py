@@ -1,4 +1,4 @@
-"""Operator actions on a running testbed's serving stack: replica counts and GPU shares.
+"""Operator actions on a running testbed's serving stack: replica counts, GPU shares and replica moves.
 
 These talk to the tier fronts' and engine hosts' admin APIs (found through the registry), from
 the root namespace over the management link. Caps live in ``testbed.net.lifecycle.set_cap``.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -68,3 +69,20 @@ def set_gpu_share(tier: str, share: float, state_dir: Path = DEFAULT_STATE_DIR, 
     if replica is not None and not changed:
         raise InputError(f"no replica {replica!r} in tier {tier!r}", "replica")
     return changed
+
+
+def start_move(tier: str, replica: str, pop: str, gpu: int, move_id: str, state_dir: Path = DEFAULT_STATE_DIR) -> dict[str, Any]:
+    """Start a make-before-break move of ``replica`` to ``pop``/``gpu`` (the front's POST /admin/moves);
+    the same ``move_id`` again returns the move already known. Returns the move."""
+    front = read_registry(state_dir).front(tier)
+    if front is None:
+        raise InputError(f"no serving front for tier {tier!r}", "tier")
+    return _call("POST", f"{front.admin_url}/admin/moves", {"id": move_id, "replica": replica, "pop": pop, "gpu": gpu})
+
+
+def move_state(tier: str, move_id: str, state_dir: Path = DEFAULT_STATE_DIR) -> dict[str, Any]:
+    """The move's phase (starting | draining | done | failed), successor and detail (GET /admin/moves/{id})."""
+    front = read_registry(state_dir).front(tier)
+    if front is None:
+        raise InputError(f"no serving front for tier {tier!r}", "tier")
+    return _call("GET", f"{front.admin_url}/admin/moves/{quote(move_id, safe='')}")
