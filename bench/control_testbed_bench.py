@@ -12,8 +12,9 @@ peak rate), per-request records kept. Every ``tick_s`` the backend reads the fro
 the scenario's caps (HTB, ``lifecycle.set_cap``) and GPU shares (the engine hosts' share API, for
 every replica on the affected PoP, new ones included) are applied when due, and the policy steps;
 every scrape interval the diagnosis API's latest verdict per tier is the window the policies see.
-Goodput and attainment come from the load generators' own records; requests still in flight when
-a run's drain ends count as arrived and missed. Needs root and the testbed lock.
+Goodput and attainment come from the load generators' own records, over the requests sent between
+the warm-up and ``score_tail_s`` before the end (later ones may still stream when the drain cuts
+them, unrecorded; how many were cut is in the cell). Needs root and the testbed lock.
 """
 
 from __future__ import annotations
@@ -46,7 +47,10 @@ class TestbedBenchSettings:
     tick_s: float = 0.5  # backend read + policy step period (the model steps every 0.25 s; the fronts' reads cost CPU here)
     seed: int = 1  # one arrival sequence per cell: the matrix has room for one
     ready_timeout_s: float = 60.0  # a policy's starting replicas (cold start 8 s each, in parallel) must be up by then
-    drain_s: float = 3.0  # after the run, requests in flight get this long, then count as missed
+    drain_s: float = 3.0  # after the run, requests in flight get this long, then are cut (not recorded)
+    # Requests sent in the run's last seconds are not scored: most are still streaming when the drain
+    # ends, and a cut request has no record (its TTFT is unknown). 6 s + the drain: ~2x a typical answer.
+    score_tail_s: float = 6.0
     reference_s: float = 30.0  # one low-load stretch before the first run: the diagnosis learns each tier's reference
     failed_ttft_s: float = 30.0  # a failed request's TTFT in the window series (it missed the SLO; plots need a number)
 
@@ -83,17 +87,16 @@ def window_p99(records: Sequence[Mapping[str, Any]], t0_wall: float, t_end: floa
 
 
 def tier_outcomes(
-    top: Topology, records: Mapping[str, Sequence[Mapping[str, Any]]], cut: Mapping[str, int], t0_wall: float, bs: BenchSettings
+    top: Topology, records: Mapping[str, Sequence[Mapping[str, Any]]], t0_wall: float, bs: BenchSettings, tail_s: float
 ) -> dict[str, dict[str, float]]:
-    """Per tier, over the run after the warm-up: goodput (req/s whose TTFT met the SLO) and attainment
-    (met / arrived; ``cut``: requests still in flight at the end, arrived and missed)."""
-    span = bs.duration_s - bs.warmup_s
+    """Per tier, over the requests sent between the warm-up and ``tail_s`` before the end: goodput
+    (req/s whose TTFT met the SLO) and attainment (met / sent; a failed request missed)."""
+    end = bs.duration_s - tail_s
     out = {}
     for t in top.tiers:
-        recs = [r for r in records.get(t.name, ()) if float(r["start_s"]) - t0_wall >= bs.warmup_s]
+        recs = [r for r in records.get(t.name, ()) if bs.warmup_s <= float(r["start_s"]) - t0_wall <= end]
         good = sum(1 for r in recs if r.get("success") and r.get("ttft_s") is not None and float(r["ttft_s"]) <= t.slo_ttft_p99_s)
-        arrived = len(recs) + cut.get(t.name, 0)
-        out[t.name] = {"goodput_rps": good / span, "slo_attainment": good / arrived if arrived else 1.0}
+        out[t.name] = {"goodput_rps": good / (end - bs.warmup_s), "slo_attainment": good / len(recs) if recs else 1.0}
     return out
 
 
@@ -195,7 +198,9 @@ def run_one(
         t: [(x[0], window_p99(records[t], t0_wall, x[0], bs.window_s, ts.failed_ttft_s), x[2], x[3]) for x in pts]
         for t, pts in series.items()
     }
-    cell = score(top, sc, policy_name, policy, log, series, replica_s, violations, bs, tier_outcomes(top, records, cut, t0_wall, bs))
+    cell = score(
+        top, sc, policy_name, policy, log, series, replica_s, violations, bs, tier_outcomes(top, records, t0_wall, bs, ts.score_tail_s)
+    )
     cell["seeds"] = 1
     cell["unrecovered_seeds"] = 1 if cell["time_to_recover_s"] is None else 0
     cell["requests"] = {t: len(r) for t, r in records.items()}
@@ -214,11 +219,13 @@ def run_matrix(
     pols: Sequence[str],
     ts: TestbedBenchSettings = TestbedBenchSettings(),
     progress: Callable[[str], None] = print,
+    prefix: str | None = None,
 ) -> dict[str, Any]:
     """Bring up one testbed and Platform, run every (scenario, policy), write summary.json and series.json."""
     from inferslice.service.platform import Platform, PlatformSettings
     from inferslice.testbed.lock import testbed_lock
     from inferslice.testbed.net import lifecycle
+    from inferslice.testbed.net.plan import DEFAULT_PREFIX
     from inferslice.topology import load_topology
 
     out = out.absolute()
@@ -228,7 +235,7 @@ def run_matrix(
     series: dict[str, dict[str, Any]] = {s: {} for s in scs}
     started = time.time()
     with testbed_lock():
-        reg = lifecycle.up(topology_path, state_dir, services=True)
+        reg = lifecycle.up(topology_path, state_dir, services=True, prefix=prefix or DEFAULT_PREFIX)
         top = load_topology(reg.topology_path)
         bs = bench_settings(top, ts, scs, pols)
         stack = None
@@ -257,7 +264,7 @@ def run_matrix(
         finally:
             if stack is not None:
                 stack.stop()
-            lifecycle.down(state_dir)
+            lifecycle.down(state_dir, prefix=prefix)
     return _write(out, top, ts, bs, all_sc, cells, series, started)
 
 

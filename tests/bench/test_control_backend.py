@@ -29,13 +29,15 @@ def test_kv_usage_reads_vllms_gauge_and_the_fullest_engine() -> None:
 
 def test_front_state_maps_to_what_policies_read() -> None:
     state = json.loads((FIXTURES / "testbed-front-admin-state.json").read_text())
-    r = tier_reading(state, {"standard-0": 0.4})
+    kv = kv_usage((FIXTURES / "testbed-engine-metrics.txt").read_text())
+    assert kv is not None and 0.0 < kv < 1.0  # 4 streams in flight hold some KV blocks
+    r = tier_reading(state, {state["replicas"][0]["id"]: kv})
     assert r.target == state["target"] and r.queued == state["queued"] and r.ongoing == state["ongoing"]
     assert [x.id for x in r.replicas] == [x["id"] for x in state["replicas"]]
     first = r.replicas[0]
     assert first.slot == f"{state['replicas'][0]['pop']}/gpu{state['replicas'][0]['gpu']}"
     assert first.running == state["replicas"][0]["in_flight"]
-    assert first.kv_usage == 0.4
+    assert first.kv_usage == kv
     assert all(x.kv_usage is None for x in r.replicas[1:])  # no reading: not invented
 
 
@@ -75,9 +77,11 @@ def test_window_p99_and_outcomes_from_records() -> None:
     assert window_p99(recs, t0, 5.0, 2.0, 30.0) is None
     bs = BenchSettings(duration_s=20.0, warmup_s=5.0)
     early = {"start_s": t0 + 1.0, "success": True, "ttft_s": 0.1}  # in the warm-up: not scored
-    out = tier_outcomes(top, {"standard": [early, *recs]}, {"standard": 2}, t0, bs)
-    assert out["standard"]["goodput_rps"] == pytest.approx(9 / 15.0)
-    assert out["standard"]["slo_attainment"] == pytest.approx(9 / 12)  # 10 recorded + 2 cut at the end
+    late = {"start_s": t0 + 18.0, "success": False, "ttft_s": None}  # in the last 4 s: not scored either
+    slow = {"start_s": t0 + 12.0, "success": True, "ttft_s": 0.9}  # served, but past the SLO
+    out = tier_outcomes(top, {"standard": [early, *recs, slow, late]}, t0, bs, 4.0)
+    assert out["standard"]["goodput_rps"] == pytest.approx(9 / 11.0)  # scored span: 5 s to 16 s
+    assert out["standard"]["slo_attainment"] == pytest.approx(9 / 11)  # 9 good of 9 + failed + slow
     assert out["free"] == {"goodput_rps": 0.0, "slo_attainment": 1.0}
 
 
