@@ -6,9 +6,11 @@ skipped with the reason when it is missing. About 2 minutes on 2 cores (vLLM rea
 
 Checks, each against the engine's own /metrics read with prometheus_client's parser (not ours):
 - every engine family the exporter re-exports equals the engine's after merging, exactly;
-- client TTFT and TPOT, one request at a time, agree with vLLM's histograms: TPOT within one bucket at
-  P50 and P90; TTFT never faster than the engine's bucket (its upper offset, set by the front, HTTP
-  and the API server on 2 shared cores, is reported);
+- client TTFT and TPOT, one request at a time (each paired with the engine's own value from its
+  histogram's _sum), agree with vLLM's histograms: TPOT within one bucket at P50 and P90; TTFT never
+  faster than the engine's, request by request, and its median within one bucket at the SLO's
+  resolution (the P90's upper offset, set by the front, HTTP and the API server on 2 shared cores,
+  is reported);
 - concurrency past --max-num-seqs queues in the engine (requests waiting, queue time recorded).
 """
 
@@ -46,6 +48,7 @@ CONCURRENCY = 6  # past --max-num-seqs: the engine queues
 # vLLM's TTFT bucket edges from 0.1 s up (CONTRACTS.md), the scale the 0.5 s SLO is judged at.
 SLO_SCALE_EDGES_S = (0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, math.inf)
 CALM_PROMPTS = 12  # the sequential phase: enough for a P90, a few seconds of the tiny model
+WARMUP = 2  # sequential requests discarded after the queueing phase
 
 pytestmark = pytest.mark.slow
 if not (VENV / "bin" / "python").exists() or not (VENV / "tiny-llama" / "config.json").exists():
@@ -190,23 +193,38 @@ async def test_real_vllm_behind_the_front(bed: Bed) -> None:
 
     assert own["vllm:time_to_first_token_seconds_count"][()] == len(result.records)
 
-    # Client TTFT/TPOT against vLLM's histograms, within bucket resolution: at P50 and P90 the client's
-    # value falls in the engine's quantile bucket or a neighbour. Compared in a second, sequential phase
-    # (one request at a time) against the engine's histogram increase over that phase: under the
-    # queueing phase above the client also waits for vLLM's API server (chat template, tokenising,
-    # streaming: not in vLLM's TTFT, which starts at the engine's arrival time) on 2 shared cores, and
-    # that wait, not the engine, set the client's percentiles (seen: client P50 382 ms, engine <= 20 ms).
-    # P99 is reported, not asserted.
-    calm = await run_load(LoadConfig(url=url, model="tiny", concurrency=1, num_prompts=CALM_PROMPTS, workload=spec, seed=5))
-    assert calm.summary["failed"] == 0, calm.summary["errors_by_type"]
-    async with aiohttp.ClientSession() as sess, sess.get(bed.replica_url + "/metrics") as r:
-        after = _own(await r.text())
+    # Client TTFT/TPOT against vLLM's histograms, within bucket resolution, in a second, sequential
+    # phase: under the queueing phase above the client also waits for vLLM's API server (chat
+    # template, tokenising, streaming: not in vLLM's TTFT, which starts at the engine's arrival time)
+    # on 2 shared cores, and that wait, not the engine, set the client's percentiles (seen: client P50
+    # 382 ms, engine <= 20 ms). One request at a time, the engine's histogram _sum grows by exactly that
+    # request's TTFT/TPOT, so each client value is paired with the engine's own; the first WARMUP
+    # requests after the queueing phase are discarded (their path still drains the burst).
+    pairs: dict[str, list[tuple[float, float]]] = {"ttft": [], "tpot": []}
+    before = _own(text)
+    calm_cum: dict[str, list[tuple[float, float]]] = {}
+    calm_start = before
+    for i in range(WARMUP + CALM_PROMPTS):
+        one = await run_load(LoadConfig(url=url, model="tiny", concurrency=1, num_prompts=1, workload=spec, seed=100 + i))
+        assert one.summary["failed"] == 0, one.summary["errors_by_type"]
+        async with aiohttp.ClientSession() as sess, sess.get(bed.replica_url + "/metrics") as r:
+            after = _own(await r.text())
+        if i == WARMUP - 1:
+            calm_start = after
+        if i >= WARMUP:
+            [rec] = one.records
+            for key, name, client in (("ttft", "vllm:time_to_first_token_seconds", rec.ttft_s),
+                                      ("tpot", "vllm:request_time_per_output_token_seconds", rec.tpot_s)):
+                assert after[name + "_count"][()] - before[name + "_count"][()] == 1, name
+                assert client is not None
+                pairs[key].append((client, after[name + "_sum"][()] - before[name + "_sum"][()]))
+        before = after
+    for key, name in (("ttft", "vllm:time_to_first_token_seconds"), ("tpot", "vllm:request_time_per_output_token_seconds")):
+        start_cum = _cum(calm_start, name)
+        calm_cum[key] = sorted((edge, count - start_cum[edge]) for edge, count in _cum(before, name).items())
     figures: dict[str, Any] = {}
-    for key, name, values in (("ttft", "vllm:time_to_first_token_seconds", [r.ttft_s for r in calm.records]),
-                              ("tpot", "vllm:request_time_per_output_token_seconds", [r.tpot_s for r in calm.records])):
-        before_cum = _cum(own, name)
-        cum = sorted((edge, count - before_cum[edge]) for edge, count in _cum(after, name).items())
-        xs = sorted(x for x in values if x is not None)
+    for key, cum in calm_cum.items():
+        xs = sorted(c for c, _ in pairs[key])
         total = cum[-1][1]
         assert total == len(xs) == CALM_PROMPTS
         edges = [e for e, _ in cum]
@@ -216,24 +234,27 @@ async def test_real_vllm_behind_the_front(bed: Bed) -> None:
             client_idx = next(i for i, e in enumerate(edges) if client <= e)
             figures[f"{key}_p{int(q * 100)}"] = {"client_s": client, "engine_bucket_le": edges[engine_idx],
                                                  "bucket_offset": client_idx - engine_idx}
-        engine_sum = after[name + "_sum"][()] - own[name + "_sum"][()]
         figures[f"{key}_mean_client_s"] = sum(xs) / len(xs)
-        figures[f"{key}_mean_engine_s"] = engine_sum / total
-    assert figures["ttft_mean_client_s"] >= figures["ttft_mean_engine_s"]  # the client sees the engine's TTFT plus the path
+        figures[f"{key}_mean_engine_s"] = sum(e for _, e in pairs[key]) / len(xs)
+    # The path vLLM's TTFT leaves out, request by request: client TTFT minus the engine's own TTFT.
+    path = sorted(c - e for c, e in pairs["ttft"])
+    figures["ttft_path_s"] = {"min": path[0], "p50": path[len(path) // 2], "p90": path[math.ceil(0.9 * len(path)) - 1], "max": path[-1]}
     print("real-vLLM figures:", json.dumps({**figures, "families_compared": compared, "waiting_peak": waiting_seen}))
+    # Lower bound, per request and exact: the client never sees the first token before the engine made it.
+    assert path[0] >= 0.0, pairs["ttft"]
     for key in ("tpot_p50", "tpot_p90"):
         assert abs(figures[key]["bucket_offset"]) <= 1, (key, figures[key])
-    # TTFT: the client is never faster than the engine's quantile bucket allows (offset >= -1). It is
-    # slower by the path vLLM's TTFT does not see (the front, HTTP, the API server's chat template and
-    # tokenising): with the tiny model's ~5 ms TTFT that path (seen: 25-60 ms mean, P90 up to ~110 ms
-    # on 2 shared cores) spans several of vLLM's fine buckets below 100 ms. At the resolution the SLO
-    # is judged at (the buckets from 0.1 s up, everything faster being one bucket) the two agree.
+    # TTFT upper bound at the resolution the SLO is judged at (vLLM's buckets from 0.1 s up, everything
+    # faster one bucket): the median agrees within one bucket. The tiny model's ~5 ms TTFT sits far
+    # below the path (seen one request at a time: 25-60 ms mean), which spans several of vLLM's fine
+    # buckets under 100 ms, so the fine scale cannot bound it. The P90 is reported, not asserted: on
+    # 2 shared cores the path's P90 has reached 273 ms (CI), two SLO-scale buckets.
+    coarse = SLO_SCALE_EDGES_S
     for key in ("ttft_p50", "ttft_p90"):
         fig = figures[key]
         assert fig["bucket_offset"] >= -1, (key, fig)
-        coarse = SLO_SCALE_EDGES_S
         client_coarse = next(i for i, e in enumerate(coarse) if fig["client_s"] <= e)
         engine_coarse = next(i for i, e in enumerate(coarse) if fig["engine_bucket_le"] <= e)
-        # Reported, not asserted: on 2 shared cores the path's P90 has reached 273 ms one request at a
-        # time (CI, engine <= 20 ms), two SLO-scale buckets; the lower bound above always holds.
         print(f"real-vLLM {key}: SLO-scale bucket offset {client_coarse - engine_coarse}")
+        if key == "ttft_p50":
+            assert 0 <= client_coarse - engine_coarse <= 1, (key, fig)
