@@ -37,7 +37,7 @@ from inferslice.control.forecast import Forecast, predict, update
 from inferslice.control.placement import destinations
 from inferslice.control.settings import TierPolicy
 from inferslice.control.state import Check, ControlEvent, ControlState, SliceState
-from inferslice.control.trust import held, link_pinned, shadowed, track
+from inferslice.control.trust import cap_unseen, held, link_pinned, shadowed, track
 from inferslice.diagnosis import BINDING_REGIMES, Diagnosis, Regime
 from inferslice.snapshot import SliceSnapshot
 
@@ -77,7 +77,11 @@ def _observe(st: ControlState, ss: SliceState, p: TierPolicy, now_s: float, even
     s = p.settings
     snap = ss.snapshot
     lam = _arrivals(snap, st, now_s)
-    fc_state = update(st.forecast, lam, now_s, s.forecast_alpha, s.forecast_beta) if lam is not None else st.forecast
+    # Arrivals behind a binding link are throttled (a closed loop waits on it), and their recovery once
+    # the cap is raised is no demand trend: the forecast learns nothing from those windows.
+    behind_link = shadowed(st, s, now_s) or link_pinned(ss, s.link_pinned_ratio)
+    learn_arrivals = lam is not None and not behind_link
+    fc_state = update(st.forecast, lam, now_s, s.forecast_alpha, s.forecast_beta) if learn_arrivals and lam is not None else st.forecast
     rate = st.service_rate_rps
     ready = ss.replicas_ready
     if snap is not None and snap.request_rate and ready > 0 and (snap.requests_waiting or 0.0) > 0:
@@ -125,6 +129,9 @@ def _judge(
             continue
         if now_s < c.expected_by_s + p.settings.outcome_grace_s or d is None or d.regime is Regime.UNKNOWN:
             keep.append(c)  # not due, or no verdict this window: judge on a later one
+            continue
+        if c.kind is ActionKind.SET_CAP and cap_unseen(d, ss, st, p.settings.window_s):
+            keep.append(c)  # the window does not measure the cap in force yet
             continue
         later = next((k for k in range(i + 1, len(checks)) if checks[k].kind is c.kind and checks[k].applied), None)
         if c.cause == RECLAIM:
@@ -312,6 +319,8 @@ def decide(
                     want_replicas = (n, Q.value, why, cold + s.queue_drain_s)
             elif ss.replicas_ready >= target:
                 at_ceiling = True
+        elif r is N and ActionKind.SET_CAP not in decided and cap_unseen(diagnosis, ss, st, s.window_s):
+            pass  # the verdict predates the cap in force: wait for a window measured at it
         elif r is N and ActionKind.SET_CAP not in decided:
             demand = demand_bps(ss, p, st, lam)
             cap = ss.cap_bps

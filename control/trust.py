@@ -32,6 +32,8 @@ from inferslice.control.settings import ControlSettings
 from inferslice.control.state import ControlState, SliceState
 from inferslice.diagnosis import Diagnosis, Regime
 
+CAP_MATCH = 0.05  # a reported cap within 5 % of the actuated one is that cap (HTB rounds its rates)
+
 
 def link_pinned(ss: SliceState, ratio: float) -> bool:
     """The tier's edge link carries at least ``ratio`` of its cap this window."""
@@ -57,6 +59,21 @@ def track(
     old = dict(st.streaks)
     streaks = tuple(sorted((r.value, old.get(r.value, 0) + 1) for r in binding))
     return replace(st, network_seen_s=seen, streaks=streaks, streak_window_s=window)
+
+
+def cap_unseen(diagnosis: Diagnosis | None, ss: SliceState, st: ControlState, window_s: float) -> bool:
+    """The verdict does not yet measure the cap in force: its snapshot reports another cap than the
+    one actuated (the exporter and Prometheus lag a cap change by a window or two), or its window
+    began before the latest applied cap change. Acting on it would raise the cap again for a squeeze
+    already answered (the demo raised 0.5 -> 1.5 -> 4.5 Mbit/s so, with 1.5 enough)."""
+    snap = ss.snapshot
+    seen = snap.link_cap_bps if snap is not None else None
+    if seen is not None and ss.cap_bps is not None and abs(seen - ss.cap_bps) > CAP_MATCH * ss.cap_bps:
+        return True
+    end = diagnosis.window_end_s if diagnosis is not None else None
+    if end is None:
+        return False
+    return any(c.kind is ActionKind.SET_CAP and c.applied and end - window_s < c.expected_by_s - c.delay_s for c in st.checks)
 
 
 def streak(st: ControlState, regime: Regime) -> int:

@@ -144,7 +144,8 @@ def test_futile_cap_is_rolled_back_and_not_repeated() -> None:
     p = POLICIES["standard"]
     [raise_cap], st = decide(diag("standard", N), ss, p, 0.0, ControlState())
     st = mark_applied(st, raise_cap.id, 1.0)
-    ss2 = replace(ss, cap_bps=float(raise_cap.value))  # type: ignore[arg-type]
+    raised = float(raise_cap.value)  # type: ignore[arg-type]
+    ss2 = replace(ss, cap_bps=raised, snapshot=replace(snap, link_cap_bps=raised))  # measured at the new cap, which it does not use
     _, st = decide(diag("standard", N), ss2, p, 3.0, st)  # not yet judged: expected 1 + 4, grace 4
     actions, st = decide(diag("standard", N), ss2, p, 10.0, st)
     assert [(a.kind, a.value, a.regime) for a in actions] == [(ActionKind.SET_CAP, 0.5e6, "rollback")]

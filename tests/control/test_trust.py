@@ -166,3 +166,45 @@ def test_compute_never_pays_a_cold_start_on_its_first_window(windows: list[tuple
         if any(a.regime == C.value for a in actions):
             assert prev is C, (k, windows)
         prev = regime if conf >= P.settings.min_confidence else None
+
+
+def test_a_verdict_that_predates_the_raised_cap_raises_nothing_more() -> None:
+    # The demo's run: the cap went 0.5 -> 1.5 Mbit/s; the next two windows still reported the old cap
+    # (the exporter and Prometheus lag), pinned and network_limited; they raised it to 4.5. Now they
+    # wait, the first window measured at 1.5 Mbit/s (0.83 of it used, healthy) ends the episode.
+    st = ControlState()
+    ss = state_of("standard", {"standard": 2}, _snap(0.5e6, 0.5e6), caps={"standard": 0.5e6})
+    d = replace(diag("standard", N, confidence=0.8), window_end_s=1000.0)
+    [a], st = decide(d, ss, P, 1000.3, st)
+    st = mark_applied(st, a.id, 1000.4)
+    raised = float(a.value)  # type: ignore[arg-type]
+    for k, window_end in enumerate((1002.0, 1004.0), start=1):  # still the old cap in the snapshot
+        ss = state_of("standard", {"standard": 2}, _snap(0.5e6, 0.5e6), caps={"standard": raised})
+        actions, st = decide(replace(d, window_end_s=window_end), ss, P, 1000.3 + 2 * k + 6, st)  # past the cooldown
+        assert actions == [], actions
+    # a window that began before the change, even if it reports the new cap, does not count either
+    ss = state_of("standard", {"standard": 2}, _snap(1.45e6, raised), caps={"standard": raised})
+    actions, st = decide(replace(d, window_end_s=1001.0), ss, P, 1010.0, st)
+    assert actions == []
+    # measured at the new cap and binding it: raise again (a real shortfall, not a stale one)
+    actions, st = decide(replace(d, window_end_s=1012.0), ss, P, 1012.3, st)
+    assert [x.kind for x in actions] == [ActionKind.SET_CAP] and float(actions[0].value) > raised  # type: ignore[arg-type]
+
+
+def test_arrivals_recovering_behind_a_raised_cap_do_not_prescale() -> None:
+    # Closed-loop clients: 1.5 req/s before the squeeze, throttled to 0.7 while the link binds, back
+    # to 1.5 once the cap is raised. The recovery looks like a ramp (0.7 -> 1.5 in four windows) but is
+    # no demand growth: 1.5 req/s fits 2 replicas (1 req/s each at 80 %), so nothing pre-scales.
+    p = P
+    st = ControlState()
+    cap = 0.5e6
+    t = 0.0
+    seq = [(1.5, False, H)] * 6 + [(0.7, True, N)] * 5 + [(0.7 + 0.2 * k, False, H) for k in range(1, 5)] + [(1.5, False, H)] * 10
+    for rate, pinned, regime in seq:
+        snap = replace(_snap(cap if pinned else 0.3 * cap, cap), request_rate=rate)
+        actions, st = decide(diag("standard", regime), state_of("standard", {"standard": 2}, snap, caps={"standard": cap}), p, t, st)
+        assert all(a.kind is not ActionKind.SET_REPLICAS for a in actions), (t, actions)
+        for a in actions:
+            st = mark_applied(st, a.id, t)
+            cap = float(a.value)  # type: ignore[arg-type]
+        t += 2.0
