@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # CI hook: the real engines. (1) a real vLLM (CPU build, tiny random-weight Llama) behind a tier front:
-# tests/engine_real; (2) a real Ray Serve (one application per tier, in `unshare --net`): tests/rayserve.
+# tests/engine_real; (2) a real Ray Serve (one application per tier, in `unshare --net`) and the netns
+# testbed with premium on Ray Serve (`testbed up --serving premium=ray`): tests/rayserve.
 # Installs first: the vLLM venv by testbed/vllm/install_cpu.sh (its own venv, 3.4 GB), the `ray` extra
 # into the clone's venv. Only a refused install (registry down, package withdrawn) is a skip, printed;
 # a failing test fails CI. Figures on this 2-core machine: vLLM venv 254 s without the pip cache (85 s
-# warm), ray 51 s without the cache (16 s warm), real-vLLM test 55-110 s, real-Ray test ~90 s.
+# warm), ray 51 s without the cache (16 s warm), real-vLLM test 55-110 s, real-Ray test ~90 s, real-Ray
+# testbed test ~35 s (testbed up 14-19 s) plus its wait for the testbed lock.
 set -uo pipefail
 VENV_BIN=${VENV_BIN:-.venv/bin}
 WORK=${CI_WORK:-$(mktemp -d)}
