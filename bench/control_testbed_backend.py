@@ -23,6 +23,7 @@ from inferslice.bench.control_backend import ActionLog, ReplicaLoad, TierReading
 from inferslice.common.registry import read_registry
 from inferslice.control.actuators.base import Actuator, ApplyResult, ApplyStatus, TierObservation
 from inferslice.control.actuators.testbed import TestbedActuator
+from inferslice.errors import PermanentError, RetryableError
 from inferslice.testbed.ops import set_gpu_share, set_replicas
 from inferslice.topology import Topology
 
@@ -75,12 +76,20 @@ class TestbedBackend:
 
     def set_replicas(self, tier: str, n: int, *, instant: bool = False) -> None:
         """``instant`` (a policy's starting count) is honoured by the runner, which waits for the cold starts before t = 0."""
-        set_replicas(tier, n, self.state_dir)
+        try:
+            set_replicas(tier, n, self.state_dir)
+        except RetryableError:  # a front that did not answer in time: the policy sees the old target and asks again
+            self.misses += 1
+            return
         r = self.readings[tier]
         self.readings[tier] = TierReading(n, r.queued, r.ongoing, r.replicas, r.cap_bps)
 
     def set_share(self, replica: ReplicaLoad, tier: str, share: float) -> None:
-        set_gpu_share(tier, share, self.state_dir, replica=replica.id)
+        """Best effort: the replica may have been retired since the last read (the next tick sees the set as it is)."""
+        try:
+            set_gpu_share(tier, share, self.state_dir, replica=replica.id)
+        except (PermanentError, RetryableError):
+            self.misses += 1
 
     def actuator(self, log: ActionLog) -> Actuator:
         return CountingActuator(TestbedActuator(self.state_dir), log, lambda: self.t)

@@ -36,6 +36,7 @@ from inferslice.bench.control_testbed_backend import TestbedBackend
 from inferslice.control.guardrails import reservations
 from inferslice.control.settings import tier_policies
 from inferslice.diagnosis import Diagnosis
+from inferslice.errors import InferSliceError
 from inferslice.snapshot import SliceSnapshot
 from inferslice.topology import Topology
 
@@ -43,7 +44,11 @@ from inferslice.topology import Topology
 @dataclass(frozen=True)
 class TestbedBenchSettings:
     __test__ = False  # not a pytest class
-    time_scale: float = 0.28  # the scenarios' 240 s clock in 67 s: 30 runs fit ~40 min on 2 cores
+    time_scale: float = 0.25  # the scenarios' 240 s clock in 60 s: 30 runs fit ~40 min on 2 cores
+    # Before the scenario's t = 0 every tier runs at its t = 0 load this long, the policy acting: an
+    # autoscaler starting at one replica reaches its steady count (cold start 8 s) before anything is
+    # scored, as in the model's 20 s warm-up. Actions in it are reported apart, not counted.
+    preroll_s: float = 12.0
     tick_s: float = 0.5  # backend read + policy step period (the model steps every 0.25 s; the fronts' reads cost CPU here)
     seed: int = 1  # one arrival sequence per cell: the matrix has room for one
     ready_timeout_s: float = 60.0  # a policy's starting replicas (cold start 8 s each, in parallel) must be up by then
@@ -68,10 +73,12 @@ def bench_settings(top: Topology, ts: TestbedBenchSettings, scs: Sequence[str], 
     )
 
 
-def schedule(sc: Scenario, tier: str, duration_s: float, step_s: float = 1.0) -> list[tuple[float, float]]:
-    """The scenario's arrival rate for ``tier`` as points ``step_s`` apart (the load generator interpolates)."""
+def schedule(sc: Scenario, tier: str, duration_s: float, preroll_s: float = 0.0, step_s: float = 1.0) -> list[tuple[float, float]]:
+    """The scenario's arrival rate for ``tier`` as points ``step_s`` apart (the load generator
+    interpolates), after ``preroll_s`` at its t = 0 rate; times from the load's start."""
     n = math.ceil(duration_s / step_s)
-    return [(round(i * step_s, 3), round(max(0.0, sc.arrivals(tier, i * step_s)), 4)) for i in range(n + 1)]
+    pts = [(round(preroll_s + i * step_s, 3), round(max(0.0, sc.arrivals(tier, i * step_s)), 4)) for i in range(n + 1)]
+    return [(0.0, pts[0][1]), *pts] if preroll_s > 0 else pts
 
 
 def window_p99(records: Sequence[Mapping[str, Any]], t0_wall: float, t_end: float, window_s: float, failed_s: float) -> float | None:
@@ -143,23 +150,32 @@ def run_one(
     log.entries.clear()  # the starting count is the policy's configuration, not an action
     loads = {
         t: stack.start_load(
-            t, t, 1, bs.duration_s, seed=ts.seed, drain_timeout_s=ts.drain_s, records=True, rate_schedule=schedule(sc, t, bs.duration_s)
+            t,
+            t,
+            1,
+            ts.preroll_s + bs.duration_s,
+            seed=ts.seed,
+            drain_timeout_s=ts.drain_s,
+            records=True,
+            rate_schedule=schedule(sc, t, bs.duration_s, ts.preroll_s),
         )
         for t in top.tier_names
     }
     for t in top.tier_names:
         stack.wait_load(t, timeout_s=30)
     backend.restart_clock()
-    t0_wall = time.time()
+    t0_wall = time.time() + ts.preroll_s  # the scenario's t = 0; the policies' clock (backend.t) starts at the pre-roll
+    pre = ts.preroll_s
     api = ApiSource(stack.api_url, top.tier_names)
     res = reservations(tier_policies(top))
     caps = sorted(sc.caps, key=lambda c: c[0])
     series: dict[str, list[tuple[float, float | None, int, str]]] = {t: [] for t in top.tier_names}
     replica_s, violations, last, next_window = 0.0, 0, 0.0, bs.window_s
-    while backend.t < bs.duration_s:
+    while backend.t < pre + bs.duration_s:
         started = backend.t
         backend.refresh()
-        now = backend.t
+        clock = backend.t
+        now = clock - pre  # the scenario's clock
         while caps and caps[0][0] <= now:
             _, tier, cap = caps.pop(0)
             lifecycle.set_cap(tier, cap, "receive", sd)
@@ -169,12 +185,13 @@ def run_one(
                 if rep.state != "draining" and abs(rep.gpu_share - want) > 1e-6:
                     backend.set_share(rep, t, want)
         readings = {t: backend.reading(t) for t in top.tier_names}
-        replica_s += (now - last) * sum(len(r.replicas) for r in readings.values())
+        if now >= 0:
+            replica_s += (now - max(last, 0.0)) * sum(len(r.replicas) for r in readings.values())
         violations += count_violations(top, res, live_slots(top, readings))
         last = now
         windows: dict[str, SliceSnapshot] | None = None
         diagnoses: dict[str, Diagnosis] | None = None
-        if now >= next_window:
+        if clock >= next_window:
             next_window += bs.window_s
             try:
                 verdicts = api()
@@ -184,8 +201,9 @@ def run_one(
             diagnoses = {t: d for t, (d, _) in verdicts.items() if d is not None}
             for t in top.tier_names:
                 d = diagnoses.get(t)
-                series[t].append((now, None, readings[t].target, d.regime.value if d else "unknown"))
-        policy.tick(now, windows, diagnoses)
+                if now >= 0:
+                    series[t].append((now, None, readings[t].target, d.regime.value if d else "unknown"))
+        policy.tick(clock, windows, diagnoses)
         time.sleep(max(0.0, ts.tick_s - (backend.t - started)))
     records: dict[str, list[dict[str, Any]]] = {}
     cut: dict[str, int] = {}
@@ -193,6 +211,8 @@ def run_one(
         run.wait(timeout_s=ts.drain_s + 30)
         records[t] = run.records()
         cut[t] = int(run.result().get("cancelled") or 0)
+    preroll_actions = [a for a in log.entries if a[0] < pre]
+    log.entries = [(a[0] - pre, *a[1:]) for a in log.entries if a[0] >= pre]  # onto the scenario's clock, as the series
     # The plotted and scored P99 is the clients' own (records), not the API's window that the policies saw.
     series = {
         t: [(x[0], window_p99(records[t], t0_wall, x[0], bs.window_s, ts.failed_ttft_s), x[2], x[3]) for x in pts]
@@ -207,6 +227,7 @@ def run_one(
     cell["requests_cut_at_end"] = cut
     cell["backend_read_misses"] = backend.misses
     cell["actions"] = [[round(a[0], 2), a[1], a[2], a[3], a[4]] for a in log.entries]
+    cell["preroll_actions"] = [[round(a[0] - pre, 2), a[1], a[2], a[3], a[4]] for a in preroll_actions]
     backend.misses = 0
     return cell, cell.pop("series")
 
@@ -234,6 +255,7 @@ def run_matrix(
     cells: dict[str, dict[str, Any]] = {s: {} for s in scs}
     series: dict[str, dict[str, Any]] = {s: {} for s in scs}
     started = time.time()
+    failed: list[dict[str, str]] = []
     with testbed_lock():
         reg = lifecycle.up(topology_path, state_dir, services=True, prefix=prefix or DEFAULT_PREFIX)
         top = load_topology(reg.topology_path)
@@ -253,19 +275,26 @@ def run_matrix(
             _learn_references(stack, backend, top, ts)
             for s in scs:
                 for p in pols:
-                    cell, ser = run_one(stack, backend, top, all_sc[s], p, bs, ts)
+                    try:
+                        cell, ser = run_one(stack, backend, top, all_sc[s], p, bs, ts)
+                    except (InferSliceError, TimeoutError, OSError) as err:  # one broken run must not lose the matrix
+                        failed.append({"scenario": s, "policy": p, "error": f"{type(err).__name__}: {err}"})
+                        progress(f"{s:<18} {p:<18} FAILED: {err}")
+                        for run in stack.loads.values():
+                            run.stop()
+                        continue
                     cells[s][p], series[s][p] = cell, ser
                     progress(
                         f"{s:<18} {p:<18} goodput {sum(v['goodput_rps'] for v in cell['tiers'].values()):5.2f} req/s"
                         f"  replica-s {cell['replica_seconds']:6.0f}  out {cell['scale_outs']} caps {cell['cap_changes']}"
                         f"  viol {cell['guarantee_violations']}  ({time.time() - started:.0f} s)"
                     )
-                    _write(out, top, ts, bs, all_sc, cells, series, started)  # a partial matrix survives an interruption
+                    _write(out, top, ts, bs, all_sc, cells, series, started, failed)  # a partial matrix survives an interruption
         finally:
             if stack is not None:
                 stack.stop()
             lifecycle.down(state_dir, prefix=prefix)
-    return _write(out, top, ts, bs, all_sc, cells, series, started)
+    return _write(out, top, ts, bs, all_sc, cells, series, started, failed)
 
 
 def _learn_references(stack: Any, backend: TestbedBackend, top: Topology, ts: TestbedBenchSettings) -> None:
@@ -287,6 +316,7 @@ def _write(
     cells: Mapping[str, Mapping[str, Any]],
     series: Mapping[str, Any],
     started: float,
+    failed: Sequence[Mapping[str, str]],
 ) -> dict[str, Any]:
     done = {s: dict(c) for s, c in cells.items() if c}
     summary = {
@@ -306,6 +336,7 @@ def _write(
         "scenarios": {k: all_sc[k].description for k in done},
         "results": done,
         "ratios": ratios(done),
+        "failed_runs": list(failed),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
     (out / "series.json").write_text(json.dumps({s: v for s, v in series.items() if v}))

@@ -91,6 +91,8 @@ def test_schedule_follows_the_compressed_scenario() -> None:
     assert pts[0.0] == 0.8 and pts[10.0] == 0.8 and pts[40.0] == 4.0
     assert 0.8 < pts[20.0] < 4.0
     assert max(pts) == 60.0
+    pre = schedule(sc, "free", 60.0, preroll_s=12.0)  # the t = 0 rate first, then the scenario 12 s later
+    assert pre[0] == (0.0, 0.8) and dict(pre)[12.0 + 40.0] == 4.0 and pre[-1][0] == 72.0
 
 
 def test_ray_serves_own_policy_scales_a_queueing_tier_out_and_stays_in_bounds() -> None:
