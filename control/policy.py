@@ -80,8 +80,14 @@ def _observe(st: ControlState, ss: SliceState, p: TierPolicy, now_s: float, even
     # Arrivals behind a binding link are throttled (a closed loop waits on it), and their recovery once
     # the cap is raised is no demand trend: the forecast learns nothing from those windows.
     behind_link = shadowed(st, s, now_s) or link_pinned(ss, s.link_pinned_ratio)
-    learn_arrivals = lam is not None and not behind_link
-    fc_state = update(st.forecast, lam, now_s, s.forecast_alpha, s.forecast_beta) if learn_arrivals and lam is not None else st.forecast
+    if behind_link:
+        # ... nor from a trend measured before the link bound: kept, it would pre-scale the moment the
+        # shadow lifts (the demo's load step into the squeeze, 20 s stale, pre-scaled Standard so).
+        fc_state = replace(st.forecast, trend_per_s=0.0)
+    elif lam is not None:
+        fc_state = update(st.forecast, lam, now_s, s.forecast_alpha, s.forecast_beta)
+    else:
+        fc_state = st.forecast
     rate = st.service_rate_rps
     ready = ss.replicas_ready
     if snap is not None and snap.request_rate and ready > 0 and (snap.requests_waiting or 0.0) > 0:

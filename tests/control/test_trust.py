@@ -208,3 +208,26 @@ def test_arrivals_recovering_behind_a_raised_cap_do_not_prescale() -> None:
             st = mark_applied(st, a.id, t)
             cap = float(a.value)  # type: ignore[arg-type]
         t += 2.0
+
+
+def test_a_trend_from_before_the_link_bound_does_not_prescale_once_it_clears() -> None:
+    # The demo's Standard: a load step (0.5 -> 2 req/s) in the windows before the squeeze binds, then
+    # the link binds, then the cap is raised and the arrivals settle at 1.5 req/s, which 2 replicas
+    # serve (1 req/s each at 80 %). The step's trend, kept through the squeeze, must not pre-scale
+    # (before the squeeze, a pre-scale for the step is the forecast's job: the demo was in dry-run then).
+    st = ControlState()
+    cap, t = 0.5e6, 0.0
+    bound = False
+    seq = [(0.5, False, H)] * 4 + [(1.0, False, H), (1.5, False, H), (2.0, False, H)] + [(1.2, True, N)] * 6 + [(1.5, False, H)] * 12
+    for rate, pinned, regime in seq:
+        snap = replace(_snap(cap if pinned else 0.3 * cap, cap), request_rate=rate)
+        actions, st = decide(diag("standard", regime), state_of("standard", {"standard": 2}, snap, caps={"standard": cap}), P, t, st)
+        bound = bound or pinned
+        if bound:  # from the first window the link binds on, as in auto mode
+            assert all(a.kind is not ActionKind.SET_REPLICAS for a in actions), (t, actions)
+            for a in actions:
+                st = mark_applied(st, a.id, t)
+                cap = float(a.value)  # type: ignore[arg-type]
+        else:
+            st = replace(st, checks=())  # dry-run: nothing it proposed is judged
+        t += 2.0
