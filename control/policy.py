@@ -368,7 +368,7 @@ def decide(
                     events.append(ControlEvent(now_s, p.tier, "budget_exhausted", f"bandwidth budget spent and {why_not}", N.value))
         elif r is C:
             act = None
-            wait = held(C, st, conf, s, now_s, compound=compound)
+            wait = held(C, st, conf, s, now_s, compound=compound, ss=ss)
             if wait is not None:
                 holding = _held_event(events, st, p, C, wait, now_s)
             elif ss.relocatable and (C.value, ActionKind.RELOCATE.value) not in futile and ActionKind.RELOCATE not in decided:

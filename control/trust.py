@@ -87,12 +87,25 @@ def shadowed(st: ControlState, s: ControlSettings, now_s: float) -> bool:
     return any(c.kind is ActionKind.SET_CAP and c.applied and c.cause == Regime.NETWORK_LIMITED.value for c in st.checks)
 
 
-def held(regime: Regime, st: ControlState, confidence: float, s: ControlSettings, now_s: float, *, compound: bool) -> str | None:
+def share_recovered(ss: SliceState, s: ControlSettings) -> bool:
+    """The window saw a reduced GPU share, but every ready replica reports its full share now (the
+    engine hosts answer at once; the exporter and Prometheus lag a window or two)."""
+    snap = ss.snapshot
+    ready = [r for r in ss.replicas if r.state == "ready"]
+    seen = snap.gpu_share if snap is not None else None
+    return seen is not None and seen < s.contended_share and bool(ready) and all(r.gpu_share >= s.contended_share for r in ready)
+
+
+def held(
+    regime: Regime, st: ControlState, confidence: float, s: ControlSettings, now_s: float, *, compound: bool, ss: SliceState | None = None
+) -> str | None:
     """Why a replica or move remedy for ``regime`` waits this window (rule 2, then rule 1); None: it may act.
     ``compound``: the same window's verdict also names the network."""
     if shadowed(st, s, now_s) and not (compound and regime is Regime.QUEUE_LIMITED):
         ago = f"{now_s - st.network_seen_s:.0f} s after" if st.network_seen_s is not None else "while"
         return f"{regime.value} read {ago} the link bound or a cap raise awaits its check: no replicas until the network settles"
+    if regime is Regime.COMPUTE_LIMITED and ss is not None and share_recovered(ss, s):
+        return "compute_limited read at a GPU share the replicas no longer have (the co-tenant left): the verdict lags"
     if regime is Regime.QUEUE_LIMITED and confidence >= s.act_at_once_confidence:
         return None
     n = streak(st, regime)

@@ -197,10 +197,11 @@ def _play(stack: Any, story: Any, state_dir: Path, out: Path, live: bool) -> tup
     live = live and console.is_terminal  # a log or a pipe gets one line per window, never cursor moves
     total = len(story.phases)
     for i, phase in enumerate(story.phases, start=1):
+        induced = time.time()  # the approve segment counts from its condition, before the controller's restart
         _apply(phase, state_dir)
         _control_mode(stack, phase)
         start = time.time()
-        awaited = Approval(phase.approve_tier, start) if phase.control == "approve" and phase.approve_tier else None
+        awaited = Approval(phase.approve_tier, induced) if phase.control == "approve" and phase.approve_tier else None
         approval = awaited or approval
         longest = phase.duration_s + (WAIT_S if awaited is not None else 0.0)
         for j, (tier, load) in enumerate(phase.loads.items()):

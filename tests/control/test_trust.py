@@ -231,3 +231,19 @@ def test_a_trend_from_before_the_link_bound_does_not_prescale_once_it_clears() -
         else:
             st = replace(st, checks=())  # dry-run: nothing it proposed is judged
         t += 2.0
+
+
+def test_compute_read_at_a_share_the_replicas_regained_adds_nothing() -> None:
+    # The demo's Premium: the co-tenant leaves (the engine hosts report share 1.0 at once) while the
+    # next windows still carry the 0.35 share and read compute_limited: no scale-out on them.
+    p = POLICIES["premium"]
+    stale = SliceSnapshot("premium", request_rate=1.0, gpu_share=0.35)
+    ss = replace(state_of("premium", {"premium": 2}, stale, share=1.0), relocatable=False)
+    st = ControlState()
+    for t in (0.0, 2.0, 4.0):
+        actions, st = decide(diag("premium", C, confidence=0.65), ss, p, t, st)
+        assert actions == []
+    # the share really is reduced now: after two windows the tier scales out
+    ss = replace(state_of("premium", {"premium": 2}, stale, share=0.35), relocatable=False)
+    actions, _ = decide(diag("premium", C, confidence=0.65), ss, p, 6.0, st)
+    assert [a.kind for a in actions] == [ActionKind.SET_REPLICAS]
