@@ -18,6 +18,7 @@ from inferslice.testbed.addressing import AddressPlan, Endpoint
 from inferslice.testbed.net.lifecycle import READY_TIMEOUT_S, ServiceFactory, ServiceSpec, default_services
 from inferslice.testbed.net.plan import NetPlan
 from inferslice.testbed.per_tier import resolve_per_tier
+from inferslice.testbed.rayserve.admin import TIERS_PATH
 from inferslice.testbed.rayserve.config import route_prefix
 from inferslice.testbed.rayserve.serving import HTTP_PORT, RELAY_PORT, RUNNING_TIMEOUT_S
 from inferslice.topology import Topology
@@ -40,7 +41,7 @@ def ray_front(top: Topology, plan: NetPlan, tier: str) -> FrontEntry:
     return FrontEntry(
         tier=tier,
         url=f"http://{front.host}:{HTTP_PORT}{route_prefix(tier)}",
-        admin_url=relay.url,  # no TierFront admin API: replica counts go through Serve's config (RayServeActuator)
+        admin_url=f"{relay.url}{TIERS_PATH}/{tier}",  # the TierFront's admin API over Serve's config (admin.py)
         netns=plan.gateway_netns,
         replicas_target=max(1, top.tier(tier).replicas_min),
         autoscale=False,  # fixed num_replicas: Serve's autoscaler is off, the platform owns the count

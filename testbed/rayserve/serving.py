@@ -12,8 +12,10 @@ crosses that tier's client-edge class (the edge classifies by the tier's subnet)
 
 The relay (on ``--relay``, the gateway's management address) is all the root namespace sees of Ray:
 ``GET /metrics``, the node metrics agent's ``ray_serve_*`` and ``ray_vllm_*`` families as the agent
-wrote them (the other ~1 MB of Ray-internal families dropped), and ``GET /healthz`` (200 once every
-application runs its replicas). Ray's control ports (dashboard, GCS) stay on this namespace's side.
+wrote them (the other ~1 MB of Ray-internal families dropped), ``GET /healthz`` (200 once every
+application runs its replicas) and, under ``/tiers/<tier>``, each Ray tier's TierFront-compatible admin
+API (admin.py: replica count and autoscaling through Serve's config). Ray's own control ports
+(dashboard, GCS) are not relayed.
 Every second the service joins Serve's replica list with the slot claims and publishes each Ray
 tier's replicas as its registry fragment, with the relay as their metrics URL and Serve's replica id.
 On SIGTERM it stops Ray (exactly the processes ``ray start`` started) and removes its temp dir.
@@ -38,10 +40,12 @@ from aiohttp import web
 
 from inferslice.common.registry import ReplicaEntry, write_replicas_fragment
 from inferslice.testbed.engine.host import split_hostport
+from inferslice.testbed.rayserve.admin import TIERS_PATH, RayTierControl
 from inferslice.testbed.rayserve.cluster import RayCluster
-from inferslice.testbed.rayserve.config import serve_config
+from inferslice.testbed.rayserve.config import Mode, serve_config
 from inferslice.testbed.rayserve.pop_engine import SlotClaim, read_claims
 from inferslice.testbed.service import run_service, wait_for_stop_signal
+from inferslice.testbed.serving.admin import add_admin_routes
 from inferslice.topology import Topology, load_topology
 
 log = logging.getLogger(__name__)
@@ -114,20 +118,25 @@ class RayServing:
         self.cluster = RayCluster(ray_temp_dir(state_dir), metrics_port=metrics_port)
         self.ready = False
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-    def replicas(self) -> Mapping[str, int]:
-        return {t: max(1, self.top.tier(t).replicas_min) for t in self.tiers}
+        # What the admin API set (admin.py); the Serve config is rebuilt from these on every change.
+        self.modes: dict[str, Mode] = dict.fromkeys(tiers, "fixed")
+        self.targets: dict[str, int] = {t: max(1, top.tier(t).replicas_min) for t in tiers}
+        self.entries: dict[str, list[ReplicaEntry]] = {t: [] for t in tiers}  # as last published
 
     def start(self) -> None:
         """Blocking: Ray up and the applications deployed (not yet running)."""
         shutil.rmtree(self.cluster.temp_dir, ignore_errors=True)  # a previous run's, if it was killed
         self.cluster.start()
-        cfg = serve_config(self.top, http_host="0.0.0.0", http_port=self.http_port, tiers=self.tiers, replicas=self.replicas(),
-                           pop_engines={"topology": self.topology_path, "state_dir": self.state_dir})  # fmt: skip
+        self.apply()
+
+    def apply(self) -> None:
+        """PUT the whole Serve config for the current modes and targets (Serve leaves unchanged applications be)."""
+        cfg = serve_config(self.top, http_host="0.0.0.0", http_port=self.http_port, tiers=self.tiers, replicas=self.targets,
+                           modes=self.modes, pop_engines={"topology": self.topology_path, "state_dir": self.state_dir})  # fmt: skip
         self.cluster.put(cfg)
 
     def wait_running(self) -> None:
-        self.cluster.wait_running(self.tiers, RUNNING_TIMEOUT_S, dict(self.replicas()))
+        self.cluster.wait_running(self.tiers, RUNNING_TIMEOUT_S, dict(self.targets))
         self.publish()
         self.ready = True
 
@@ -136,6 +145,7 @@ class RayServing:
         for t in self.tiers:
             entries = tier_entries(self.top, t, serve_replicas(apps, t), read_claims(self.state_dir, t), self.metrics_url)
             write_replicas_fragment(self.state_dir, t, entries)
+            self.entries[t] = entries
 
     def agent_metrics(self) -> str:
         url = f"http://127.0.0.1:{self.cluster.metrics_port}/metrics"
@@ -163,6 +173,10 @@ def relay_app(rs: RayServing) -> web.Application:
     app = web.Application()
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)
+    for t in rs.tiers:  # each Ray tier's TierFront-compatible admin API (admin.py)
+        sub = web.Application()
+        add_admin_routes(sub, RayTierControl(rs, t))
+        app.add_subapp(f"{TIERS_PATH}/{t}", sub)
     return app
 
 

@@ -60,6 +60,7 @@ def test_ray_tiers_lose_their_front_and_gain_one_ray_service(tmp_path: Path) -> 
     assert premium.url == "http://10.203.0.1:8001/premium"
     assert premium.pid == 4242 and standard.pid == 4242
     assert premium.metrics_url == f"http://{plan.mgmt_gateway_ip}:8266/metrics"
+    assert premium.admin_url == f"http://{plan.mgmt_gateway_ip}:8266/tiers/premium"  # the relay's per-tier admin API
     assert (free.url, free.metrics_url, free.pid) == ("http://10.201.0.1:8000", None, 4343)
     assert reg.services[SERVICE] == f"http://{plan.mgmt_gateway_ip}:8266"
     assert ray_services(dict.fromkeys(TIERS, "front"))(top, path, tmp_path, plan) == default_services(top, path, tmp_path, plan)
@@ -146,3 +147,33 @@ def test_exporter_discovers_the_ray_replica_through_the_registry_and_reads_it(tm
         assert ray.histograms[key].cumulative == h.cumulative
     fronts = front_readings_from_exposition(agent, None)
     assert set(fronts) == {"premium"} and fronts["premium"].target_replicas == 1.0
+
+
+async def test_a_ray_tiers_admin_api_rewrites_serve_config_like_a_fronts(tmp_path: Path) -> None:
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from inferslice.testbed.rayserve.serving import RayServing, relay_app
+
+    top = load_topology()
+    rs = RayServing(top, str(default_topology_path()), ["standard", "premium"], str(tmp_path), "http://relay")
+    applied: list[tuple[dict[str, str], dict[str, int]]] = []
+    rs.apply = lambda: applied.append((dict(rs.modes), dict(rs.targets)))  # type: ignore[method-assign]
+    rs.entries["premium"] = [ReplicaEntry("premium-0", "premium", "bristol", 1, 0.5, 1.0, "http://10.203.0.10:8000",
+                                          ray_replica_id="aaaa")]  # fmt: skip
+    async with TestClient(TestServer(relay_app(rs))) as c:
+        r = await c.get("/tiers/premium/admin/state")
+        st = await r.json()
+        assert (st["mode"], st["target"], [x["id"] for x in st["replicas"]]) == ("fixed", 1, ["premium-0"])
+        r = await c.put("/tiers/premium/admin/replicas", json={"replicas": 3})
+        assert r.status == 200 and (await r.json())["target"] == 3
+        assert applied[-1] == ({"standard": "fixed", "premium": "fixed"}, {"standard": 1, "premium": 3})
+        r = await c.put("/tiers/premium/admin/replicas", json={"replicas": 7})  # premium has 6 slots
+        assert r.status == 422
+        r = await c.put("/tiers/standard/admin/autoscale", json={"enabled": True})
+        assert r.status == 200 and (await r.json())["mode"] == "autoscale"
+        assert applied[-1][0] == {"standard": "ray-default", "premium": "fixed"}
+        r = await c.put("/tiers/standard/admin/replicas", json={"replicas": 2})
+        assert r.status == 409  # a count only with the autoscaler off, as on a TierFront
+        r = await c.post("/tiers/premium/admin/moves", json={"id": "m", "replica": "premium-0", "pop": "london", "gpu": 0})
+        assert r.status == 409
+        assert (await c.get("/healthz")).status == 503  # not running yet
