@@ -266,8 +266,11 @@ class Platform:
         self._runs += 1
         result = result_path if result_path is not None else Path(f"{stem}.result.json")
         records_path = Path(f"{stem}.records.jsonl") if records else None
+        front = self.registry.front(tier)
+        # The registry's client URL: a Ray Serve tier's (port 8001, /<tier>) is not the address plan's front.
+        where: list[Arg] = ["--url", front.url, "--slice", tier] if front is not None else ["--tier", tier]
         argv: list[Arg] = [
-            *PY, "load", "--tier", tier, "--topology", Path(self.registry.topology_path), "--netns", self.client_netns(),
+            *PY, "load", *where, "--topology", Path(self.registry.topology_path), "--netns", self.client_netns(),
             "--concurrency", str(concurrency), "--duration-s", f"{duration_s:g}", "--drain-timeout-s", f"{drain_timeout_s:g}",
             "--seed", str(seed), "--goodput", self.settings.goodput, "--otel-port", str(self.load_ports[key]),
             "--save-result", result, "--quiet",
