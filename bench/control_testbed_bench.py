@@ -51,7 +51,7 @@ class TestbedBenchSettings:
     preroll_s: float = 12.0
     tick_s: float = 0.5  # backend read + policy step period (the model steps every 0.25 s; the fronts' reads cost CPU here)
     seed: int = 1  # one arrival sequence per cell: the matrix has room for one
-    ready_timeout_s: float = 60.0  # a policy's starting replicas (cold start 8 s each, in parallel) must be up by then
+    ready_timeout_s: float = 45.0  # a policy's starting replicas (cold start 8 s each, in parallel) must be up by then
     drain_s: float = 3.0  # after the run, requests in flight get this long, then are cut (not recorded)
     # Requests sent in the run's last seconds are not scored: most are still streaming when the drain
     # ends, and a cut request has no record (its TTFT is unknown). 6 s + the drain: ~2x a typical answer.
@@ -256,45 +256,65 @@ def run_matrix(
     series: dict[str, dict[str, Any]] = {s: {} for s in scs}
     started = time.time()
     failed: list[dict[str, str]] = []
-    with testbed_lock():
+
+    def bring_up() -> tuple[Any, TestbedBackend, Topology]:
         reg = lifecycle.up(topology_path, state_dir, services=True, prefix=prefix or DEFAULT_PREFIX)
         top = load_topology(reg.topology_path)
-        bs = bench_settings(top, ts, scs, pols)
-        stack = None
+        settings = PlatformSettings(
+            scrape_interval_s=top.timing.scrape_interval_s,
+            hold_scale=0.2,
+            reuse_exporter=True,
+            alertmanager=False,
+            db_path=out / "work" / f"inferslice-{len(rebuilds)}.db",
+        )
+        stack = Platform(reg, top, state_dir, out / "work", settings)
         try:
-            settings = PlatformSettings(
-                scrape_interval_s=top.timing.scrape_interval_s,
-                hold_scale=0.2,
-                reuse_exporter=True,
-                alertmanager=False,
-                db_path=out / "work" / "inferslice.db",
-            )
-            stack = Platform(reg, top, state_dir, out / "work", settings)
             stack.start()
             backend = TestbedBackend(top, state_dir)
             _learn_references(stack, backend, top, ts)
+        except BaseException:
+            stack.stop()
+            lifecycle.down(state_dir, prefix=prefix)
+            raise
+        return stack, backend, top
+
+    rebuilds: list[str] = []
+    with testbed_lock():
+        stack, backend, top = bring_up()
+        bs = bench_settings(top, ts, scs, pols)
+        try:
             for s in scs:
                 for p in pols:
-                    try:
-                        cell, ser = run_one(stack, backend, top, all_sc[s], p, bs, ts)
-                    except (InferSliceError, TimeoutError, OSError) as err:  # one broken run must not lose the matrix
-                        failed.append({"scenario": s, "policy": p, "error": f"{type(err).__name__}: {err}"})
-                        progress(f"{s:<18} {p:<18} FAILED: {err}")
-                        for run in stack.loads.values():
-                            run.stop()
-                        continue
-                    cells[s][p], series[s][p] = cell, ser
-                    progress(
-                        f"{s:<18} {p:<18} goodput {sum(v['goodput_rps'] for v in cell['tiers'].values()):5.2f} req/s"
-                        f"  replica-s {cell['replica_seconds']:6.0f}  out {cell['scale_outs']} caps {cell['cap_changes']}"
-                        f"  viol {cell['guarantee_violations']}  ({time.time() - started:.0f} s)"
-                    )
-                    _write(out, top, ts, bs, all_sc, cells, series, started, failed)  # a partial matrix survives an interruption
+                    for attempt in (1, 2):
+                        try:
+                            cell, ser = run_one(stack, backend, top, all_sc[s], p, bs, ts)
+                            cells[s][p], series[s][p] = cell, ser
+                            break
+                        except (InferSliceError, TimeoutError, OSError) as err:  # one broken run must not lose the matrix
+                            progress(f"{s:<18} {p:<18} FAILED (attempt {attempt}): {str(err)[:300]}")
+                            for run in stack.loads.values():
+                                run.stop()
+                            if attempt == 2:
+                                failed.append({"scenario": s, "policy": p, "error": f"{type(err).__name__}: {str(err)[:2000]}"})
+                                break
+                            # A testbed that does not return to the starting state (seen: a replica scaled in
+                            # under a GPU-share drop stays 'stopping' in its front, holding its slot) is rebuilt.
+                            rebuilds.append(f"before {s} x {p}: {type(err).__name__}: {str(err)[:300]}")
+                            stack.stop()
+                            lifecycle.down(state_dir, prefix=prefix)
+                            stack, backend, top = bring_up()
+                    if p in cells[s]:
+                        cell = cells[s][p]
+                        progress(
+                            f"{s:<18} {p:<18} goodput {sum(v['goodput_rps'] for v in cell['tiers'].values()):5.2f} req/s"
+                            f"  replica-s {cell['replica_seconds']:6.0f}  out {cell['scale_outs']} caps {cell['cap_changes']}"
+                            f"  viol {cell['guarantee_violations']}  ({time.time() - started:.0f} s)"
+                        )
+                    _write(out, top, ts, bs, all_sc, cells, series, started, failed, rebuilds)  # a partial matrix survives
         finally:
-            if stack is not None:
-                stack.stop()
+            stack.stop()
             lifecycle.down(state_dir, prefix=prefix)
-    return _write(out, top, ts, bs, all_sc, cells, series, started, failed)
+    return _write(out, top, ts, bs, all_sc, cells, series, started, failed, rebuilds)
 
 
 def _learn_references(stack: Any, backend: TestbedBackend, top: Topology, ts: TestbedBenchSettings) -> None:
@@ -317,6 +337,7 @@ def _write(
     series: Mapping[str, Any],
     started: float,
     failed: Sequence[Mapping[str, str]],
+    rebuilds: Sequence[str] = (),
 ) -> dict[str, Any]:
     done = {s: dict(c) for s, c in cells.items() if c}
     summary = {
@@ -337,6 +358,7 @@ def _write(
         "results": done,
         "ratios": ratios(done),
         "failed_runs": list(failed),
+        "testbed_rebuilds": list(rebuilds),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
     (out / "series.json").write_text(json.dumps({s: v for s, v in series.items() if v}))
