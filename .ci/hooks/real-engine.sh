@@ -6,7 +6,7 @@
 # into the clone's venv. Only a refused install (registry down, package withdrawn) is a skip, printed;
 # a failing test fails CI. Figures on this 2-core machine: vLLM venv 254 s without the pip cache (85 s
 # warm), ray 51 s without the cache (16 s warm), real-vLLM test 55-110 s, real-Ray test ~90 s, real-Ray
-# testbed test ~35 s (testbed up 14-19 s) plus its wait for the testbed lock.
+# testbed test ~40 s (testbed up 14-19 s) plus its wait for the testbed lock.
 set -uo pipefail
 VENV_BIN=${VENV_BIN:-.venv/bin}
 WORK=${CI_WORK:-$(mktemp -d)}

@@ -5,8 +5,10 @@ free and standard stay on TierFronts. Checked: the load generator, from the clie
 premium's client edge, gets every request answered; the exporter (root namespace, following the
 registry) re-exports premium's engine families read from the real Ray metrics agent, with the slice
 label, and Serve's own; premium's edge class carries that traffic (free's does not) and a cap cut on it
-binds (the HTB class goes over its limit); ``down`` leaves no Ray process. Needs root (namespaces) and
-the ``ray`` extra; skipped with the reason otherwise. About 1-2 minutes on 2 cores.
+binds (the HTB class goes over its limit); the replica count set through the tier's admin API (as
+the testbed actuator does) starts a second Serve replica on the next slot's engine; ``down`` leaves no
+Ray process. Needs root (namespaces) and the ``ray`` extra; skipped with the reason otherwise. About 1-2
+minutes on 2 cores, plus the wait for the testbed lock.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 PREFIX = f"isl-r{os.getpid() % 10000:04d}-"  # <prefix>mgmt must fit in 15 characters
 EXPORTER = "http://127.0.0.1:9470/metrics"
 SCRAPE_WAIT_S = 60.0  # Ray's agent exports every few seconds; the exporter scrapes on request
+SCALE_WAIT_S = 90.0  # a new Serve replica: Ray worker start + the engine's cold start at its PoP, on 2 busy cores
 
 
 def _skip_reason() -> str | None:
@@ -131,6 +134,24 @@ def test_premium_on_real_ray_serve_in_the_netns_testbed(state_dir: Path, tmp_pat
     ups = {dict(labels).get("replica"): v for (n, labels), v in samples.items()
            if n == "inferslice_target_up" and dict(labels).get("target") == front.metrics_url}  # fmt: skip
     assert ups == {"premium-0": 1.0, "front": 1.0}
+
+    # The replica count through the tier's admin API (what the testbed actuator calls): Serve's config
+    # rewritten, the second replica claims slot 1 and its engine starts at that slot's PoP.
+    from inferslice.testbed.ops import set_replicas
+
+    t4 = time.monotonic()
+    assert set_replicas("premium", 2, state_dir)["target"] == 2
+    placed = []
+    while time.monotonic() - t4 < SCALE_WAIT_S:
+        placed = [(r.id, r.pop, r.url, r.state) for r in read_registry(state_dir).replicas_of("premium")]
+        if [x[3] for x in placed] == ["ready", "ready"]:
+            break
+        time.sleep(1)
+    print(f"scaled premium to 2 in {time.monotonic() - t4:.0f} s: {placed}")
+    assert placed == [
+        ("premium-0", "bristol", "http://10.203.0.10:8000", "ready"),
+        ("premium-1", "bristol", "http://10.203.0.11:8000", "ready"),
+    ]
 
     # A cap cut on premium binds on premium's class.
     set_cap("premium", 50e3, "receive", state_dir)
