@@ -14,8 +14,8 @@ The relay (on ``--relay``, the gateway's management address) is all the root nam
 ``GET /metrics``, the node metrics agent's ``ray_serve_*`` and ``ray_vllm_*`` families as the agent
 wrote them (the other ~1 MB of Ray-internal families dropped), ``GET /healthz`` (200 once every
 application runs its replicas) and, under ``/tiers/<tier>``, each Ray tier's TierFront-compatible admin
-API (admin.py: replica count and autoscaling through Serve's config). Ray's own control ports
-(dashboard, GCS) are not relayed.
+API (admin.py: replica count and autoscaling through Serve's config). Ray's own ports (GCS, raylet,
+dashboard, the agent) listen on this namespace's loopback only (node IP 127.0.0.1) and are not relayed.
 Every second the service joins Serve's replica list with the slot claims and publishes each Ray
 tier's replicas as its registry fragment, with the relay as their metrics URL and Serve's replica id.
 On SIGTERM it stops Ray (exactly the processes ``ray start`` started) and removes its temp dir.
