@@ -177,3 +177,12 @@ async def test_a_ray_tiers_admin_api_rewrites_serve_config_like_a_fronts(tmp_pat
         r = await c.post("/tiers/premium/admin/moves", json={"id": "m", "replica": "premium-0", "pop": "london", "gpu": 0})
         assert r.status == 409
         assert (await c.get("/healthz")).status == 503  # not running yet
+
+
+def test_engine_load_for_the_queue_policy_from_a_pop_engines_metrics() -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from inferslice.testbed.rayserve.replica import engine_load
+
+    fams = list(text_string_to_metric_families((CAPTURE / "premium-0-engine-metrics.txt").read_text()))
+    assert engine_load(fams) == {"finished_requests": 3.0, "waiting": 0.0, "running": 0.0}  # at rest after 3 requests
