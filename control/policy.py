@@ -313,8 +313,9 @@ def decide(
         r = cause.regime
         if r is Q and diagnosis is not None and (Q.value, ActionKind.SET_REPLICAS.value) not in futile:
             n = min(_size_for_queue(diagnosis, ss, p, st, lam, fc), limit)
-            wait = held(Q, st, conf, s, now_s, compound=compound) if n > target else None
-            if wait is not None:
+            wait = held(Q, st, conf, s, now_s, compound=compound)
+            # Behind a binding link the queue is the network's backlog: neither replicas nor an at-ceiling claim.
+            if wait is not None and (n > target or (shadowed(st, s, now_s) and not compound)):
                 holding = _held_event(events, st, p, Q, wait, now_s)
             elif n > target:
                 qd = queue_delay_s(diagnosis, ss.snapshot)

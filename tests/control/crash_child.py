@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fake_backend import FileActuator
 
+from inferslice.common.files import atomic_write_text
 from inferslice.control.settings import tier_policies
 from inferslice.diagnosis import Diagnosis, Regime
 from inferslice.service.control_audit import AuditLog
@@ -55,11 +56,11 @@ def main() -> int:
     done = int((d / "ticks").read_text()) if (d / "ticks").exists() else 0
     while done < ticks:
         now["t"] = 1000.0 + 2.0 * done
-        clock_file.write_text(str(now["t"]))
+        atomic_write_text(clock_file, str(now["t"]))  # a kill mid-write must not leave an empty file
         ctl.tick()
         time.sleep(0.05)  # the loop's interval, compressed: room for a kill between steps too
         done += 1
-        (d / "ticks").write_text(str(done))
+        atomic_write_text(d / "ticks", str(done))
     return 0
 
 

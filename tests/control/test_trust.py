@@ -247,3 +247,19 @@ def test_compute_read_at_a_share_the_replicas_regained_adds_nothing() -> None:
     ss = replace(state_of("premium", {"premium": 2}, stale, share=0.35), relocatable=False)
     actions, _ = decide(diag("premium", C, confidence=0.65), ss, p, 6.0, st)
     assert [a.kind for a in actions] == [ActionKind.SET_REPLICAS]
+
+
+def test_a_queue_draining_behind_a_raised_cap_is_no_ceiling_claim() -> None:
+    # Standard at its ceiling (3 replicas) reads queue_limited while the backlog of a squeeze drains
+    # through a just-raised cap: that is the network's backlog, not the admission policy's limit.
+    st = ControlState()
+    ss = state_of("standard", {"standard": 3}, _snap(0.5e6, 0.5e6, waiting=4.0), caps={"standard": 0.5e6})
+    [a], st = decide(diag("standard", N), ss, P, 0.0, st)
+    st = mark_applied(st, a.id, 0.1)
+    ss = state_of("standard", {"standard": 3}, _snap(0.6e6, 1.5e6, waiting=4.0), caps={"standard": 1.5e6})
+    _, st = decide(diag("standard", Q), ss, P, 2.0, st)
+    assert not [e for e in st.events if e.kind == "at_ceiling"]
+    # with no binding link in its history, the same queue at the ceiling is reported
+    free_link = state_of("standard", {"standard": 3}, _snap(0.6e6, 1.5e6, waiting=4.0), caps={"standard": 1.5e6})
+    _, fresh = decide(diag("standard", Q), free_link, P, 100.0, ControlState())
+    assert [e.kind for e in fresh.events] == ["at_ceiling"]
