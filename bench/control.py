@@ -438,7 +438,7 @@ def add_arguments(p: Any) -> None:
         help="model: bench/control_sim.py, ~30 s (default); testbed: netns testbed, root, ~80 s a run (one seed: the first of --seeds)",
     )
     p.add_argument("--state-dir", type=Path, default=None, help="testbed: state directory (default /run/inferslice)")
-    p.add_argument("--time-scale", type=float, default=0.28, help="testbed: the scenarios' clock compression (0.28: 240 s -> 67 s)")
+    p.add_argument("--time-scale", type=float, default=0.28, help="testbed: the scenarios' clock compression (default 0.28: 240 s -> 67 s)")
 
 
 def run(args: Any) -> int:
