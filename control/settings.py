@@ -34,6 +34,7 @@ class ControlSettings:
     link_used_ratio: float = 0.8  # a raised cap is used when the link carries >= 80 % of it (HTB pins ~0.92 x cap)
     link_pinned_ratio: float = 0.9  # the link binds when it carries >= 90 % of its cap (HTB holds a binding one at 0.92-1.0)
     network_settle_s: float = 6.0  # three windows after the link last bound: no replicas for queue/compute read behind it
+    compute_settle_s: float = 8.0  # after a co-tenant left: TPOT quantiles span ~2 windows and the diagnosis lags ~1 (demo: 6 s)
     demand_inflation_max: float = 8.0  # unconstrained demand is at most 8x what a pinned link carries (brief: TPOT 26 -> 280 ms)
     # -- compute ----------------------------------------------------------------------------------
     contended_share: float = 0.9  # a replica below 90 % of its GPU share has a neighbour (the classifier's gpu_share_reduced)

@@ -84,6 +84,7 @@ class ControlState:
     streaks: tuple[tuple[str, int], ...] = ()  # (regime, consecutive diagnosis windows it has been binding)
     streak_window_s: float | None = None  # the diagnosis window the streaks last counted
     network_seen_s: float | None = None  # when the link last bound (pinned at its cap or a network verdict)
+    contended_seen_s: float | None = None  # when a ready replica last reported a reduced GPU share
     bits_per_token: float | None = None  # learned on the wire from windows whose link does not bind
     tokens_per_request: float | None = None  # likewise
     events: tuple[ControlEvent, ...] = ()  # produced by the latest decision only
@@ -117,6 +118,7 @@ def control_state_from_dict(data: Mapping[str, Any]) -> ControlState:
         streaks=tuple((str(r), int(n)) for r, n in data.get("streaks", [])),
         streak_window_s=data.get("streak_window_s"),
         network_seen_s=data.get("network_seen_s"),
+        contended_seen_s=data.get("contended_seen_s"),
         bits_per_token=data.get("bits_per_token"),
         tokens_per_request=data.get("tokens_per_request"),
         events=tuple(ControlEvent(**e) for e in data.get("events", [])),

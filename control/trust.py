@@ -51,6 +51,8 @@ def track(
     seen = st.network_seen_s
     if Regime.NETWORK_LIMITED in binding or link_pinned(ss, s.link_pinned_ratio):
         seen = now_s
+    if any(r.state == "ready" and r.gpu_share < s.contended_share for r in ss.replicas):
+        st = replace(st, contended_seen_s=now_s)
     if diagnosis is None:
         return replace(st, network_seen_s=seen)
     window = diagnosis.window_end_s if diagnosis.window_end_s is not None else now_s
@@ -87,13 +89,19 @@ def shadowed(st: ControlState, s: ControlSettings, now_s: float) -> bool:
     return any(c.kind is ActionKind.SET_CAP and c.applied and c.cause == Regime.NETWORK_LIMITED.value for c in st.checks)
 
 
-def share_recovered(ss: SliceState, s: ControlSettings) -> bool:
-    """The window saw a reduced GPU share, but every ready replica reports its full share now (the
-    engine hosts answer at once; the exporter and Prometheus lag a window or two)."""
+def share_recovered(ss: SliceState, st: ControlState, s: ControlSettings, now_s: float) -> bool:
+    """Every ready replica reports its full GPU share now (the engine hosts answer at once), but the
+    window saw a reduced one, or a replica reported one within ``compute_settle_s``: the latency
+    statistics still carry the co-tenant that left (the demo's Premium read compute_limited for 6 s
+    after, at share 1.0, and scaled out twice)."""
     snap = ss.snapshot
     ready = [r for r in ss.replicas if r.state == "ready"]
+    if not ready or any(r.gpu_share < s.contended_share for r in ready):
+        return False
     seen = snap.gpu_share if snap is not None else None
-    return seen is not None and seen < s.contended_share and bool(ready) and all(r.gpu_share >= s.contended_share for r in ready)
+    if seen is not None and seen < s.contended_share:
+        return True
+    return st.contended_seen_s is not None and now_s - st.contended_seen_s < s.compute_settle_s
 
 
 def held(
@@ -104,7 +112,7 @@ def held(
     if shadowed(st, s, now_s) and not (compound and regime is Regime.QUEUE_LIMITED):
         ago = f"{now_s - st.network_seen_s:.0f} s after" if st.network_seen_s is not None else "while"
         return f"{regime.value} read {ago} the link bound or a cap raise awaits its check: no replicas until the network settles"
-    if regime is Regime.COMPUTE_LIMITED and ss is not None and share_recovered(ss, s):
+    if regime is Regime.COMPUTE_LIMITED and ss is not None and share_recovered(ss, st, s, now_s):
         return "compute_limited read at a GPU share the replicas no longer have (the co-tenant left): the verdict lags"
     if regime is Regime.QUEUE_LIMITED and confidence >= s.act_at_once_confidence:
         return None

@@ -263,3 +263,21 @@ def test_a_queue_draining_behind_a_raised_cap_is_no_ceiling_claim() -> None:
     free_link = state_of("standard", {"standard": 3}, _snap(0.6e6, 1.5e6, waiting=4.0), caps={"standard": 1.5e6})
     _, fresh = decide(diag("standard", Q), free_link, P, 100.0, ControlState())
     assert [e.kind for e in fresh.events] == ["at_ceiling"]
+
+
+def test_compute_read_just_after_the_co_tenant_left_adds_nothing() -> None:
+    # The demo's Premium, second run: the hosts report share 0.35, then 1.0; the exporter's share
+    # gauge follows at once but the TPOT quantiles lag, so compute_limited is read at share 1.0 for
+    # 6 s: no scale-out within the 8 s settle; a compute verdict persisting past it does act.
+    p = POLICIES["premium"]
+    snap = SliceSnapshot("premium", request_rate=1.0, gpu_share=1.0)
+    contended = replace(state_of("premium", {"premium": 2}, replace(snap, gpu_share=0.35), share=0.35), relocatable=False)
+    full = replace(state_of("premium", {"premium": 2}, snap, share=1.0), relocatable=False)
+    st = ControlState()
+    _, st = decide(diag("premium", C, confidence=0.55), contended, p, 0.0, st)  # dry-run era: the co-tenant is there
+    st = replace(st, checks=())
+    for now in (2.0, 4.0, 6.0):
+        actions, st = decide(diag("premium", C, confidence=0.55), full, p, now, st)
+        assert actions == [], (now, actions)
+    actions, _ = decide(diag("premium", C, confidence=0.55), full, p, 8.0, st)
+    assert [a.kind for a in actions] == [ActionKind.SET_REPLICAS]  # saturated at full share: a real compute limit
