@@ -18,7 +18,12 @@ the state to carry; it never performs I/O. Remedies follow the cause, in the att
 - replicas and moves only for verdicts that persisted and are not read behind a binding link
   (``control.trust``): an episode whose only binding resource is the network never gets replicas.
 - no binding resource: pre-scale for the forecast arrival rate one cold start ahead (never when the
-  only binding resource is the network); healthy for ``reclaim_after_healthy_s``: reclaim one step.
+  only binding resource is the network), only from a *measured* per-replica service rate and only when
+  the forecast's upper bound exceeds the measured capacity (replicas x rate x target utilisation): the
+  configured prior alone pre-scaled a healthy Standard 1 -> 3 in the testbed's diurnal scenario.
+- healthy for ``reclaim_after_healthy_s`` (so no queue or compute episode within it): reclaim one
+  step, but never a replica while one runs below its nominal GPU share or within
+  ``reclaim_share_hold_s`` after one did (``_share_hold``).
 
 Every action gets a deterministic id (tier, decision number, kind) and an ``expected_by_s``; the
 outcome check later compares. A futile action is recorded, rolled back where that is safe, and not
@@ -397,14 +402,21 @@ def decide(
         and fc is not None
         and (FORECAST, ActionKind.SET_REPLICAS.value) not in futile
     ):
-        mu = _service_rate(st, p)
-        n = min(math.ceil(min(fc.upper / (mu * s.target_utilisation), 1e6) - 1e-9), limit)
-        n_mean = math.ceil(min(fc.mean / (mu * s.target_utilisation), 1e6) - 1e-9)
-        # Pre-scale for a trend, not for noise: the forecast mean itself must outgrow the replicas,
-        # then size for the upper bound.
-        if n > target and n_mean > target and lam is not None and fc.mean > lam:
-            why = f"forecast: {fc.upper:.2f} req/s (upper bound) by t+{horizon:.0f} s, one cold start ahead; {mu:.2f} req/s per replica"
-            want_replicas = (n, FORECAST, why, max(0.0, fc.at_s - now_s))
+        # Only a measured rate sizes a pre-scale: the prior is a guess, and a cold start spent on a guess
+        # is spent on a healthy tier (the testbed's diurnal Standard, P99 0.09 s, went 1 -> 3 on the 1 req/s prior).
+        mu = _service_rate(st, p) if st.service_rate_rps else None
+        capacity = target * mu * s.target_utilisation if mu is not None else math.inf
+        if mu is not None and fc.upper > capacity:
+            n = min(math.ceil(min(fc.upper / (mu * s.target_utilisation), 1e6) - 1e-9), limit)
+            n_mean = math.ceil(min(fc.mean / (mu * s.target_utilisation), 1e6) - 1e-9)
+            # Pre-scale for a trend, not for noise: the forecast mean itself must outgrow the replicas,
+            # then size for the upper bound.
+            if n > target and n_mean > target and lam is not None and fc.mean > lam:
+                why = (
+                    f"forecast: {fc.upper:.2f} req/s (upper bound) by t+{horizon:.0f} s, one cold start ahead, over the measured"
+                    f" capacity {capacity:.2f} req/s ({target} x {mu:.2f} req/s per replica x {s.target_utilisation:.0%})"
+                )
+                want_replicas = (n, FORECAST, why, max(0.0, fc.at_s - now_s))
 
     if want_replicas is not None and ActionKind.SET_REPLICAS not in decided:
         n, cause_name, why, delay = want_replicas
@@ -428,7 +440,7 @@ def decide(
     st = replace(st, at_ceiling=at_ceiling or (st.at_ceiling and bool(binding)))
 
     if healthy_since is not None and now_s - healthy_since >= s.reclaim_after_healthy_s and not actions:
-        actions.extend(_reclaim(p, ss, st, lam, fc, now_s))
+        actions.extend(_reclaim(p, ss, st, lam, fc, now_s, _share_hold(ss, st, p, now_s)))
         if actions:
             st = replace(st, healthy_since_s=now_s)  # one step per reclaim period: slower than scaling out
 
@@ -442,14 +454,32 @@ def _held_event(events: list[ControlEvent], st: ControlState, p: TierPolicy, r: 
     return True
 
 
-def _reclaim(p: TierPolicy, ss: SliceState, st: ControlState, lam: float | None, fc: Forecast | None, now_s: float) -> list[Action]:
+def _share_hold(ss: SliceState, st: ControlState, p: TierPolicy, now_s: float) -> bool:
+    """A replica runs below its nominal GPU share now (or the window saw one), or one did within
+    ``reclaim_share_hold_s``: the tier's healthy latency rests on every replica it has, so scaling in
+    would queue it (the testbed's gpu-share-drop scenario: Standard 3 -> 2, P99 TTFT 2-5 s until a
+    cold start brought the third back)."""
+    s = p.settings
+    if any(r.state != "stopping" and r.gpu_share < s.contended_share for r in ss.replicas):
+        return True
+    snap = ss.snapshot
+    if snap is not None and snap.gpu_share is not None and snap.gpu_share < s.contended_share:
+        return True
+    return st.contended_seen_s is not None and now_s - st.contended_seen_s < s.reclaim_share_hold_s
+
+
+def _reclaim(
+    p: TierPolicy, ss: SliceState, st: ControlState, lam: float | None, fc: Forecast | None, now_s: float, share_hold: bool
+) -> list[Action]:
+    """One reclaim step: a replica (unless ``share_hold``) and/or half a cap's excess."""
     s = p.settings
     out: list[Action] = []
     target = ss.replicas_target
     mu = _service_rate(st, p)
     demand = max(lam or 0.0, fc.upper if fc is not None else 0.0)
     if (
-        (RECLAIM, ActionKind.SET_REPLICAS.value) not in st.futile
+        not share_hold
+        and (RECLAIM, ActionKind.SET_REPLICAS.value) not in st.futile
         and target - 1 >= max(p.replicas_min, 1)
         and ss.replicas_ready >= target
         and demand <= (target - 1) * mu * s.reclaim_utilisation

@@ -46,6 +46,9 @@ class ControlSettings:
     # -- reclaim ----------------------------------------------------------------------------------
     reclaim_after_healthy_s: float = 60.0  # Ray's downscale_delay_s (600 s) scaled like the cold start
     reclaim_utilisation: float = 0.6  # scale in only if n-1 replicas would still run below 60 % at the forecast upper bound
+    # No scale-in while a replica runs below ``contended_share`` nor for this long after one last did: a tier that
+    # looks healthy at a reduced share has no capacity to spare (testbed gpu-share-drop: Standard 3 -> 2 queued, P99 TTFT 2-5 s).
+    reclaim_share_hold_s: float = 60.0
     cap_reclaim_margin: float = 2.0  # lower a cap only when it exceeds twice demand x headroom (never into a squeeze)
     # -- guardrails -------------------------------------------------------------------------------
     cooldown_s: Mapping[str, float] = field(

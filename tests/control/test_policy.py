@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from inferslice.actions import ActionKind
+from inferslice.actions import Action, ActionKind
 from inferslice.control.policy import decide
 from inferslice.control.state import ControlState, control_state_from_dict, mark_applied
 from inferslice.diagnosis import Regime
@@ -171,7 +171,7 @@ def test_reclaim_after_healthy_period_one_step() -> None:
 
 def test_forecast_prescales_one_cold_start_ahead() -> None:
     p = POLICIES["premium"]
-    st = ControlState()
+    st = ControlState(service_rate_rps=1.0)  # measured earlier under a standing queue
     first = None
     for i in range(40):
         rate = 0.05 * (i + 1)
@@ -186,6 +186,73 @@ def test_forecast_prescales_one_cold_start_ahead() -> None:
     assert rate < 0.8  # before one replica's capacity at 80 % utilisation is reached
     assert a.expected_by_s is not None and a.decided_s is not None
     assert a.expected_by_s - a.decided_s == pytest.approx(8.0)
+
+
+def _ramp(st: ControlState, replicas: int, steps: int) -> tuple[list[tuple[float, list[Action]]], ControlState]:
+    """Premium on a healthy ramp 0.05 req/s per 2 s window, never a queue (so no rate is measured)."""
+    p = POLICIES["premium"]
+    out: list[tuple[float, list[Action]]] = []
+    for i in range(steps):
+        snap = SliceSnapshot("premium", request_rate=0.05 * (i + 1), requests_waiting=0.0)
+        actions, st = decide(diag("premium", H), state_of("premium", {"premium": replicas}, snap), p, 2.0 * i, st)
+        out.append((0.05 * (i + 1), list(actions)))
+    return out, st
+
+
+def test_forecast_never_prescales_from_the_prior_alone() -> None:
+    # The same ramp that pre-scales at a measured 1 req/s (above) reaches 2 req/s, twice one replica's
+    # prior 1 req/s, without a pre-scale: no saturated window has measured the service rate.
+    out, st = _ramp(ControlState(), 1, 40)
+    assert st.service_rate_rps is None
+    assert all(actions == [] for _, actions in out)
+
+
+def test_forecast_prescales_only_past_the_measured_capacity_and_says_so() -> None:
+    # Measured 5 req/s per replica: one replica's capacity at 80 % is 4 req/s. The ramp to 2 req/s
+    # (upper bound well under 4) never pre-scales, where the 1 req/s prior would have by ~0.8 req/s.
+    out, _ = _ramp(ControlState(service_rate_rps=5.0), 1, 40)
+    assert all(actions == [] for _, actions in out)
+    # At a measured 1 req/s the same ramp pre-scales, and the reason names the capacity it exceeds.
+    out, _ = _ramp(ControlState(service_rate_rps=1.0), 1, 40)
+    [a] = next(acts for _, acts in out if acts)
+    assert a.regime == "forecast"
+    assert "measured capacity 0.80 req/s (1 x 1.00 req/s per replica x 80%)" in a.reason
+
+
+def _healthy_for(ss_share: float, start_s: float, st: ControlState) -> tuple[list[tuple[int, Action]], ControlState]:
+    snap = SliceSnapshot("premium", request_rate=1.0, requests_waiting=0.0)
+    ss = state_of("premium", {"premium": 4}, snap, share=ss_share)
+    out: list[tuple[int, Action]] = []
+    for t in range(int(start_s), int(start_s) + 62, 2):
+        actions, st = decide(diag("premium", H), ss, POLICIES["premium"], float(t), st)
+        out.extend((t, a) for a in actions if a.kind is ActionKind.SET_REPLICAS)
+    return out, st
+
+
+def test_no_reclaim_while_a_replica_runs_at_a_reduced_gpu_share() -> None:
+    # The healthy period that reclaims one replica at t = 60 at full share (above) reclaims nothing
+    # while every replica runs at 0.6 of its share: the tier's latency rests on all four.
+    out, st = _healthy_for(0.6, 0.0, ControlState())
+    assert out == []
+    # Back at full share: still no reclaim within the 60 s hold after the last reduced share (t = 60) ...
+    out, st = _healthy_for(1.0, 62.0, st)
+    assert [t for t, _ in out] == [120]  # ... the first window 60 s after it (healthy all along)
+
+
+def test_no_reclaim_within_the_healthy_period_after_a_queue_episode() -> None:
+    snap = SliceSnapshot("premium", request_rate=1.0, requests_waiting=0.0)
+    ss = state_of("premium", {"premium": 4}, snap)
+    p = POLICIES["premium"]
+    _, st = _healthy_for(1.0, 0.0, ControlState())  # reclaimed once at t = 60; healthy since then
+    # one queue window under the act-at-once confidence: held (no replicas), but an episode all the same
+    actions, st = decide(diag("premium", Q, confidence=0.5), ss, p, 64.0, st)
+    assert actions == []
+    out: list[int] = []
+    for t in range(66, 132, 2):
+        actions, st = decide(diag("premium", H), ss, p, float(t), st)
+        out.extend(t for a in actions if a.kind is ActionKind.SET_REPLICAS)
+    # without it the next step would come at t = 120; after it, 60 s of healthy windows from t = 66
+    assert out == [126]
 
 
 def test_same_inputs_same_ids_and_state_roundtrip() -> None:
