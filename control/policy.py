@@ -95,7 +95,9 @@ def _observe(st: ControlState, ss: SliceState, p: TierPolicy, now_s: float, even
         fc_state = st.forecast
     rate = st.service_rate_rps
     ready = ss.replicas_ready
-    if snap is not None and snap.request_rate and ready > 0 and (snap.requests_waiting or 0.0) > 0:
+    # Behind a binding link the queue is the network's: what the replicas complete then is the link's rate, not
+    # theirs, and learned it would make a healthy tier look short of capacity once the link clears (a pre-scale).
+    if snap is not None and snap.request_rate and ready > 0 and (snap.requests_waiting or 0.0) > 0 and not behind_link:
         obs = snap.request_rate / ready  # saturated: every ready replica is busy, so this is its service rate
         rate = obs if rate is None else (1 - _SERVICE_RATE_SMOOTHING) * rate + _SERVICE_RATE_SMOOTHING * obs
     cold, since, to = st.cold_start_s, st.scale_out_since_s, st.scale_out_to

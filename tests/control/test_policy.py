@@ -188,6 +188,14 @@ def test_forecast_prescales_one_cold_start_ahead() -> None:
     assert a.expected_by_s - a.decided_s == pytest.approx(8.0)
 
 
+def test_no_service_rate_learned_behind_a_pinned_link() -> None:
+    # 2 req/s served with 3 waiting on one replica reads as 2 req/s per replica, but the link carries
+    # 0.47 of its 0.5 Mbit/s cap (pinned): the queue is the network's, the rate the link's.
+    ss = state_of("standard", {"standard": 1}, _squeezed(0.47e6), caps={"standard": 0.5e6})
+    _, st = decide(diag("standard", N), ss, POLICIES["standard"], 50.0, ControlState())
+    assert st.service_rate_rps is None
+
+
 def _ramp(st: ControlState, replicas: int, steps: int) -> tuple[list[tuple[float, list[Action]]], ControlState]:
     """Premium on a healthy ramp 0.05 req/s per 2 s window, never a queue (so no rate is measured)."""
     p = POLICIES["premium"]
