@@ -12,7 +12,7 @@ Admin API (JSON) on --admin:
     GET    /admin/replicas               -> [{id, tier, pop, gpu, gpu_fraction, gpu_share, url, state, pid}]
     POST   /admin/replicas               {id, tier, gpu, gpu_fraction, host, port, cold_start_s?} -> 201 entry
                                          (409 if the id exists or the address cannot be bound, 422 if invalid)
-    DELETE /admin/replicas/{id}          -> drain (in-flight requests finish, up to drain_timeout_s), stop -> 200
+    DELETE /admin/replicas/{id}          -> drain (in-flight requests finish, up to drain_timeout_s; then cut), stop -> 200
     PUT    /admin/replicas/{id}/share    {gpu_share: 0 < x <= 1} -> 200 entry (live change)
 """
 
@@ -165,9 +165,11 @@ class EngineHost:
     async def remove_replica(self, rid: str) -> None:
         hosted = self.replicas[rid]
         drained = await hosted.server.drain(self.drain_timeout_s)
-        if not drained:
+        if drained:
+            await hosted.server.stop()
+        else:  # cut the streams still open, so the DELETE answers now rather than when they end
             log.warning("replica %s: in-flight requests cut after %.1f s", rid, self.drain_timeout_s)
-        await hosted.server.stop()
+            await hosted.server.kill()
         self.replicas.pop(rid, None)
         if not hosted.real:
             self.driver.remove_replica(rid)

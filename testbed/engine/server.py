@@ -25,6 +25,9 @@ from inferslice.testbed.engine.model import EngineRequest, TokenEvent
 
 log = logging.getLogger(__name__)
 
+# stop() comes after the host drained (or cut) the replica: handlers still running then are cancelled
+# after this, not after aiohttp's 60 s default (which outlasted the front's DELETE deadline)
+STOP_GRACE_S = 1.0
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
 
 
@@ -67,7 +70,7 @@ class ReplicaServer:
 
     async def start(self, host: str, port: int) -> None:
         """Bind now (a cold-starting replica answers /health with 503, like a loading vLLM pod)."""
-        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False, shutdown_timeout=STOP_GRACE_S)
         await runner.setup()
         site = web.TCPSite(runner, host, port, reuse_address=True)
         try:

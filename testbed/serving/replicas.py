@@ -32,7 +32,9 @@ from inferslice.topology import Tier
 log = logging.getLogger(__name__)
 
 ADMIN_TIMEOUT_S = 5.0
-DELETE_TIMEOUT_S = 30.0  # a host drains the replica's in-flight requests before it answers
+# A host drains in-flight requests (5 s), then cuts them and answers; past this deadline the front
+# forgets the replica anyway so its slot is free (the host finishes the removal on its own).
+DELETE_TIMEOUT_S = 15.0
 
 
 @dataclass
@@ -119,6 +121,7 @@ class ReplicaSet:
         self.by_slot: dict[int, Replica] = {}
         self.incoming: dict[int, Replica] = {}  # slot -> the successor a move is starting
         self.placement_file = placement_file  # None: moves are not persisted (a front without a state dir)
+        self.delete_timeout_s = DELETE_TIMEOUT_S  # the retire deadline (tests shorten it)
         pops = {p.name: p.gpus for p in plan.topology.pops}
         # slot -> (pop, gpu) a move put it at; change it through set_placed / clear_placed (they persist)
         self.placed: dict[int, tuple[str, int]] = load_placement(placement_file, pops) if placement_file else {}
@@ -196,6 +199,10 @@ class ReplicaSet:
                 data = await resp.json(content_type=None)
                 if resp.status == 409 and isinstance(data, dict) and "replica" in data:
                     data = data["replica"]  # adopted: a previous front created it
+                    if isinstance(data, dict) and data.get("state") == "stopping":
+                        # the host is still removing an earlier retire's replica: adopting it would hold
+                        # the slot 'stopping' forever (refresh ignores stopping ones); create it afresh later
+                        raise aiohttp.ClientResponseError(resp.request_info, (), status=409, message="replica is stopping at the host")
                 elif resp.status != 201:
                     raise aiohttp.ClientResponseError(resp.request_info, (), status=resp.status, message=str(data))
         except (aiohttp.ClientError, TimeoutError) as err:
@@ -206,16 +213,21 @@ class ReplicaSet:
         return True
 
     async def delete(self, session: aiohttp.ClientSession, r: Replica) -> None:
+        """DELETE the replica at its host, then forget it, whatever the host answered (404: already gone)
+        or if it did not answer within delete_timeout_s: a retire always frees the slot."""
         try:
             url = f"{r.admin_url}/admin/replicas/{r.id}"
-            async with session.delete(url, timeout=aiohttp.ClientTimeout(total=DELETE_TIMEOUT_S)) as resp:
+            async with session.delete(url, timeout=aiohttp.ClientTimeout(total=self.delete_timeout_s)) as resp:
                 await resp.read()
+                if resp.status >= 400 and resp.status != 404:
+                    log.warning("front %s: delete %s answered %d; forgetting it", self.tier_name, r.id, resp.status)
         except (aiohttp.ClientError, TimeoutError) as err:
-            log.warning("front %s: cannot delete %s: %s", self.tier_name, r.id, err)
-        if self.by_slot.get(r.slot) is r:
-            del self.by_slot[r.slot]
-        if self.router.in_flight(r.id) == 0:
-            self.router.remove_replica(r.id)
+            log.warning("front %s: cannot delete %s (%s); forgetting it", self.tier_name, r.id, str(err) or type(err).__name__)
+        finally:  # also when cancelled (front stop): the slot must not stay 'stopping'
+            if self.by_slot.get(r.slot) is r:
+                del self.by_slot[r.slot]
+            if self.router.in_flight(r.id) == 0:
+                self.router.remove_replica(r.id)
 
     async def refresh(self, session: aiohttp.ClientSession) -> None:
         """Read replica states (starting/ready, GPU share) from the engine hosts' admin APIs."""
