@@ -37,6 +37,7 @@ demo:
 	$(VENV)/bin/inferslice demo --out $(OUT)$(if $(DEMO_PHASE_S), --phase-s $(DEMO_PHASE_S))
 
 bench: setup
+	$(PY) -m pip install -q -e '.[ray]'  # the control bench's ray_serve_default runs Ray Serve's own policy code
 	$(VENV)/bin/inferslice bench all --out bench/results
 
 # RCAEval (the peers of `inferslice bench diagnosis --corpus`) in its own environment: its dependencies

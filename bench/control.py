@@ -21,6 +21,7 @@ SLO miss after the disturbance to three windows in a row within the SLO; the wor
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -451,6 +452,12 @@ def run(args: Any) -> int:
     unknown = [x for x in scs if x not in scenarios()] + [x for x in pols if x not in POLICIES]
     if unknown:
         raise InputError(f"unknown scenario/policy {unknown}", "--scenarios/--policies")
+    if "ray_serve_default" in pols and importlib.util.find_spec("ray") is None:  # fail before the matrix, not in its middle
+        raise InputError(
+            "policy ray_serve_default runs Ray Serve's own policy code and needs Ray: "
+            "pip install 'inferslice[ray]' (make bench does), or leave it out of --policies",
+            "--policies",
+        )
     try:
         seeds = tuple(int(x) for x in args.seeds.split(",") if x)
     except ValueError:

@@ -33,6 +33,7 @@ from inferslice.bench.control_backend import ActionLog, Backend
 from inferslice.bench.control_sim import BASE_TPOT_S, PER_SEQ_TPOT_S, TOKENS_MEAN
 from inferslice.control.settings import ControlSettings, tier_policies
 from inferslice.diagnosis import Diagnosis
+from inferslice.errors import ConfigError
 from inferslice.service.control_audit import AuditLog
 from inferslice.service.controller import Controller, Mode
 from inferslice.snapshot import SliceSnapshot
@@ -111,8 +112,14 @@ class RayServeDefault(Periodic):
     period_s = 10.0  # metrics_interval_s: how often Ray's handles report, and so how often a decision can change
 
     def setup(self, backend: Backend, top: Topology, log: ActionLog) -> None:
-        from ray.serve._private.common import DeploymentID
-        from ray.serve.config import AutoscalingConfig
+        try:
+            from ray.serve._private.common import DeploymentID
+            from ray.serve.config import AutoscalingConfig
+        except ImportError as err:  # Ray is an optional extra: say how to get it instead of a traceback
+            raise ConfigError(
+                "policy ray_serve_default runs Ray Serve's own policy code and needs Ray: "
+                "pip install 'inferslice[ray]' (make bench does), or leave it out with --policies"
+            ) from err
 
         super().setup(backend, top, log)
         with warnings.catch_warnings():  # Ray warns of its deprecated metrics_interval_s, which sets the decision period here

@@ -28,7 +28,7 @@ echo "real-engine: installing the ray extra"
 if "$VENV_BIN/pip" install -q -e '.[ray]' >"$WORK/ray-install.log" 2>&1; then
   echo "real-engine: ray installed in $((SECONDS - t))s"
   t=$SECONDS
-  "$VENV_BIN/pytest" -q -p no:cacheprovider tests/rayserve -rA || rc=1
+  "$VENV_BIN/pytest" -q -p no:cacheprovider tests/rayserve tests/bench/test_control_backend.py -rA || rc=1
   echo "real-engine: Ray Serve tests took $((SECONDS - t))s"
 else
   echo "real-engine: SKIPPED the real-Ray test: the install was refused:"; tail -5 "$WORK/ray-install.log"

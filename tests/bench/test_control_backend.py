@@ -96,6 +96,8 @@ def test_schedule_follows_the_compressed_scenario() -> None:
 
 
 def test_ray_serves_own_policy_scales_a_queueing_tier_out_and_stays_in_bounds() -> None:
+    # Ray is the optional `ray` extra (about 500 MB); CI's real-engine hook installs it and runs this test.
+    pytest.importorskip("ray.serve", reason="Ray Serve is not installed: pip install 'inferslice[ray]'")
     top = load_topology()
     sim = ServingSim(top, lambda tier, t: 4.0 if tier == "standard" else 0.2, lambda slot, t: 1.0, seed=1, cold_start_s=8.0)
     log = ActionLog()
@@ -109,3 +111,20 @@ def test_ray_serves_own_policy_scales_a_queueing_tier_out_and_stays_in_bounds() 
     assert ups and backend.reading("standard").target == top.tier("standard").replicas_max
     assert all(e[3] <= top.tier(e[1]).replicas_max for e in log.entries)
     assert not [e for e in log.entries if e[1] == "free" and e[2] == "scale_out"]  # 0.2 req/s needs no second replica
+
+
+def test_the_ray_policy_without_ray_is_a_clear_error_before_any_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import argparse
+    import importlib.util
+
+    from inferslice.bench import control
+    from inferslice.errors import InputError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    ran: list[object] = []
+    monkeypatch.setattr(control, "run_control_bench", lambda *a, **k: ran.append(a))
+    args = argparse.Namespace(scenarios="load-ramp", policies="static,ray_serve_default", seeds="1", backend="model", out=tmp_path)
+    with pytest.raises(InputError) as err:
+        control.run(args)
+    assert "inferslice[ray]" in str(err.value) and ran == []
