@@ -21,13 +21,14 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import aiohttp
 
 from inferslice.common.files import atomic_write_json
 from inferslice.errors import PermanentError, RetryableError
 from inferslice.testbed.addressing import AddressPlan
+from inferslice.testbed.engine.host_client import HostRefused, create_replica, list_replicas
 from inferslice.topology import Topology
 
 CLAIMS_DIR = "ray-slots"
@@ -133,12 +134,15 @@ class PopEngine:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while True:  # the engine host may still be starting: retry until the deadline
             try:
-                async with session.post(f"{admin}/admin/replicas", json=body, timeout=aiohttp.ClientTimeout(total=ADMIN_TIMEOUT_S)) as r:
-                    data = await r.json(content_type=None)
-                    # 409 with the entry: the engine of a previous holder of this slot is still there; adopt it
-                    if r.status == 201 or (r.status == 409 and isinstance(data, dict) and "replica" in data):
-                        break
-                    raise EngineNotReady(f"{admin} refused {claim.engine_id}: {r.status} {data}")
+                # adopts the engine a previous holder of this slot left running (host_client's rule)
+                await create_replica(session, admin, body, ADMIN_TIMEOUT_S)
+                break
+            except HostRefused as err:
+                if not err.retry:
+                    raise EngineNotReady(str(err)) from None
+                if time.monotonic() > deadline:
+                    raise EngineNotReady(f"{admin}: {err}") from None
+                await asyncio.sleep(POLL_S)
             except (aiohttp.ClientError, TimeoutError) as err:
                 if time.monotonic() > deadline:
                     raise EngineNotReady(f"{admin}: {err}") from None
@@ -151,8 +155,7 @@ class PopEngine:
     async def _wait_ready(self, session: aiohttp.ClientSession, admin: str, engine_id: str, deadline: float) -> None:
         while time.monotonic() < deadline:
             with contextlib.suppress(aiohttp.ClientError, TimeoutError, ValueError):
-                async with session.get(f"{admin}/admin/replicas", timeout=aiohttp.ClientTimeout(total=ADMIN_TIMEOUT_S)) as r:
-                    entries: list[dict[str, Any]] = await r.json(content_type=None)
+                entries = await list_replicas(session, admin, ADMIN_TIMEOUT_S)
                 if any(e.get("id") == engine_id and e.get("state") == "ready" for e in entries):
                     return
             await asyncio.sleep(POLL_S)

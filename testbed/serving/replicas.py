@@ -26,6 +26,7 @@ import aiohttp
 from inferslice.common.files import atomic_write_json
 from inferslice.common.registry import ReplicaEntry
 from inferslice.testbed.addressing import AddressPlan
+from inferslice.testbed.engine.host_client import create_replica, list_replicas
 from inferslice.testbed.serving.router import RouterCore
 from inferslice.topology import Tier
 
@@ -195,16 +196,7 @@ class ReplicaSet:
         rid, admin = r.id, r.admin_url
         body = {"id": rid, "tier": self.tier_name, "gpu": r.gpu, "gpu_fraction": self.tier.gpu_per_replica, "host": host, "port": int(port)}
         try:
-            async with session.post(f"{admin}/admin/replicas", json=body, timeout=aiohttp.ClientTimeout(total=ADMIN_TIMEOUT_S)) as resp:
-                data = await resp.json(content_type=None)
-                if resp.status == 409 and isinstance(data, dict) and "replica" in data:
-                    data = data["replica"]  # adopted: a previous front created it
-                    if isinstance(data, dict) and data.get("state") == "stopping":
-                        # the host is still removing an earlier retire's replica: adopting it would hold
-                        # the slot 'stopping' forever (refresh ignores stopping ones); create it afresh later
-                        raise aiohttp.ClientResponseError(resp.request_info, (), status=409, message="replica is stopping at the host")
-                elif resp.status != 201:
-                    raise aiohttp.ClientResponseError(resp.request_info, (), status=resp.status, message=str(data))
+            data = await create_replica(session, admin, body, ADMIN_TIMEOUT_S)
         except (aiohttp.ClientError, TimeoutError) as err:
             log.warning("front %s: cannot create %s at %s: %s", self.tier_name, rid, admin, err)
             return False
@@ -234,8 +226,7 @@ class ReplicaSet:
         admins = {r.admin_url for r in self.all() if r.state not in ("pending", "stopping")}
         for admin in admins:
             try:
-                async with session.get(f"{admin}/admin/replicas", timeout=aiohttp.ClientTimeout(total=ADMIN_TIMEOUT_S)) as resp:
-                    entries = {e["id"]: e for e in await resp.json()}
+                entries = {e["id"]: e for e in await list_replicas(session, admin, ADMIN_TIMEOUT_S)}
             except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError):
                 entries = None
             for r in self.all():
