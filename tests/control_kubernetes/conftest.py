@@ -72,6 +72,7 @@ def server(topology: Topology) -> Iterator[apiserver.StandIn]:
     with apiserver.serve(TOKEN) as srv:
         seed(srv.store, topology)
         srv.store.calls.clear()
+        srv.store.writes.clear()
         yield srv
 
 
