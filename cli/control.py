@@ -94,12 +94,15 @@ def run(args: argparse.Namespace) -> int:
         if not actions_ns:
             raise InputError("the SliceAction audit trail needs a namespace", "--actions-namespace")
         config.load_incluster_config()  # type: ignore[no-untyped-call]
-        api_client = client.ApiClient()
-        actuator: Any = KubernetesActuator(top, api_client)
+        cfg = client.Configuration.get_default_copy()
+        cfg.retries = False  # urllib3 would retry a timed-out read 3 times: a request timeout must be the whole wait
+        api_client = client.ApiClient(cfg)
         identity = os.environ.get("POD_NAME") or socket.gethostname()
         if args.lease_namespace:
             elector = LeaseElector(KubernetesLeaseClient(api_client, args.lease_namespace, "inferslice-controller"), identity)
-        audit = SliceActionAuditLog(SliceActionStore(api_client, actions_ns), identity)
+        # With a Lease, every write of the actuator and the trail re-checks it and carries the term's fencing token.
+        actuator: Any = KubernetesActuator(top, api_client, leadership=elector)
+        audit = SliceActionAuditLog(SliceActionStore(api_client, actions_ns), identity, leadership=elector)
         trail = f"sliceactions in {actions_ns}"
     else:
         actuator = TestbedActuator(args.state_dir or DEFAULT_STATE_DIR)
@@ -112,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
         ApiSource(args.api, list(policies)),
         clock=time.time,
         mode=Mode(args.mode),
+        leadership=elector,
     )
     loop = ControlLoop(ctl, args.interval_s or top.timing.scrape_interval_s)
     bound = loop.serve(host or "127.0.0.1", int(port or 0))

