@@ -87,19 +87,22 @@ def run(args: argparse.Namespace) -> int:
 
         from inferslice.control.actuators.kubernetes import KubernetesActuator
         from inferslice.control.actuators.kubernetes_audit import SliceActionStore
-        from inferslice.control.actuators.kubernetes_lease import LeaseElector
+        from inferslice.control.actuators.kubernetes_lease import KubernetesLeaseClient, LeaseElector
         from inferslice.service.control_audit_cr import SliceActionAuditLog
 
         actions_ns = args.actions_namespace or args.lease_namespace or os.environ.get("POD_NAMESPACE")
         if not actions_ns:
             raise InputError("the SliceAction audit trail needs a namespace", "--actions-namespace")
         config.load_incluster_config()  # type: ignore[no-untyped-call]
-        api_client = client.ApiClient()
-        actuator: Any = KubernetesActuator(top, api_client)
+        cfg = client.Configuration.get_default_copy()
+        cfg.retries = False  # urllib3 would retry a timed-out read 3 times: a request timeout must be the whole wait
+        api_client = client.ApiClient(cfg)
         identity = os.environ.get("POD_NAME") or socket.gethostname()
         if args.lease_namespace:
-            elector = LeaseElector(api_client, args.lease_namespace, identity)
-        audit = SliceActionAuditLog(SliceActionStore(api_client, actions_ns), identity)
+            elector = LeaseElector(KubernetesLeaseClient(api_client, args.lease_namespace, "inferslice-controller"), identity)
+        # With a Lease, every write of the actuator and the trail re-checks it and carries the term's fencing token.
+        actuator: Any = KubernetesActuator(top, api_client, leadership=elector)
+        audit = SliceActionAuditLog(SliceActionStore(api_client, actions_ns), identity, leadership=elector)
         trail = f"sliceactions in {actions_ns}"
     else:
         actuator = TestbedActuator(args.state_dir or DEFAULT_STATE_DIR)
@@ -112,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
         ApiSource(args.api, list(policies)),
         clock=time.time,
         mode=Mode(args.mode),
+        leadership=elector,
     )
     loop = ControlLoop(ctl, args.interval_s or top.timing.scrape_interval_s)
     bound = loop.serve(host or "127.0.0.1", int(port or 0))
@@ -134,16 +138,32 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_as_leader(loop: Any, elector: Any, stop: threading.Event) -> None:
-    """Step only while holding the Lease; a new leader first takes over what was recorded (``resume``:
-    the states the other replica left in the trail, then what it left to apply)."""
-    leading = False
-    while not stop.is_set():
-        t0 = time.monotonic()
-        if elector.tick(t0):
-            if not leading:
-                loop.controller.resume()
-                leading = True
-            loop.step()
-        else:
-            leading = False
-        stop.wait(max(0.0, min(loop.interval_s, elector.settings.retry_period_s) - (time.monotonic() - t0)))
+    """Step only while holding the Lease. The elector renews in its own thread (a slow step never
+    delays a renew); each step starts from ``elector.token()`` and every write inside it re-checks
+    (the controller and actuator hold the elector). A new term first takes over what was recorded
+    (``resume``: the states the other replica left in the trail, then what it left to apply). On
+    exit the Lease is released, so the other replica takes over at its next round."""
+    from inferslice.errors import InferSliceError
+
+    lease_stop = threading.Event()
+    renewer = threading.Thread(target=elector.run, args=(lease_stop,), name="lease-elector", daemon=True)
+    renewer.start()
+    term = None
+    try:
+        while not stop.is_set():
+            t0 = time.monotonic()
+            token = elector.token()
+            if token is None:
+                term = None
+            else:
+                try:
+                    if token != term:
+                        loop.controller.resume()
+                        term = token
+                    loop.step()
+                except InferSliceError as err:  # NotLeader mid-step, a backend failure: the next step decides again
+                    loop.controller.last_error = str(err)
+            stop.wait(max(0.0, min(loop.interval_s, elector.settings.retry_period_s) - (time.monotonic() - t0)))
+    finally:
+        lease_stop.set()
+        renewer.join(timeout=elector.settings.timeout_s * 2 + 1)
