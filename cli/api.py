@@ -45,8 +45,8 @@ def run(args: argparse.Namespace) -> int:
 
     from inferslice.service.app import api_app
     from inferslice.service.console.links import PrometheusLinks, PrometheusLinkSettings
-    from inferslice.service.control_api import mount_control
-    from inferslice.service.control_audit import AuditLog
+    from inferslice.service.controller.api import mount_control
+    from inferslice.service.controller.audit import AuditLog
     from inferslice.service.diagnosis import DiagnosisService
     from inferslice.service.http import BearerAuth, load_token
     from inferslice.service.loop import DiagnosisLoop, LoopSettings

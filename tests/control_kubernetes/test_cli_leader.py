@@ -1,11 +1,11 @@
-"""`inferslice control --backend kubernetes --lease-namespace NS`: steps only while holding the Lease."""
+"""`inferslice control --backend kubernetes --lease-namespace NS`: steps only while holding the Lease (service/controller/leader.py)."""
 
 from __future__ import annotations
 
 import threading
 from types import SimpleNamespace
 
-from inferslice.cli.control import _run_as_leader
+from inferslice.service.controller.leader import run_while_leading
 
 
 def test_steps_only_while_leading_and_resumes_on_each_takeover() -> None:
@@ -30,5 +30,5 @@ def test_steps_only_while_leading_and_resumes_on_each_takeover() -> None:
         def step(self) -> None:
             events.append("step")
 
-    _run_as_leader(Loop(), Elector(), stop)
+    run_while_leading(Loop(), Elector(), stop)  # type: ignore[arg-type]
     assert events == ["resume", "step", "step", "resume", "step"]

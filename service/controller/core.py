@@ -49,7 +49,7 @@ from inferslice.control.state import ControlEvent, ControlState, drop_check, mar
 from inferslice.control.view import cluster_view, slice_state
 from inferslice.diagnosis import Diagnosis
 from inferslice.errors import RetryableError
-from inferslice.service.control_audit import (
+from inferslice.service.controller.audit import (
     APPLIED,
     APPLYING,
     APPROVED,

@@ -19,7 +19,7 @@ from fastapi import Body, FastAPI, HTTPException, Query, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 
-from inferslice.service.control_audit import AuditLog, TransitionError
+from inferslice.service.controller.audit import AuditLog, TransitionError
 
 STATES = ("pending", "approved", "applying", "in_progress", "applied", "failed", "rejected", "dry_run", "refused")
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from inferslice.common.ports import free_port
 from inferslice.common.processes import ManagedProcess
 from inferslice.errors import ConfigError
-from inferslice.service.controller import Mode
+from inferslice.service.controller.core import Mode
 
 if TYPE_CHECKING:
     from inferslice.service.platform import ControllerFactory, Platform, PlatformSettings
