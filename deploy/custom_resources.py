@@ -10,7 +10,7 @@ and the CR half re-validates through the same model, so the two views cannot dri
 idempotency id) and its cause; ``status.phase`` walks Pending -> Approved -> (Applying ->
 InProgress ->) Applied, ending Futile when the outcome check says so or RolledBack once its
 rollback is applied, or Rejected by an operator; Failed, DryRun and Refused (by a guardrail) are the
-controller's other ends, so the objects are its whole audit trail (service/control_audit_cr.py). Approve mode is
+controller's other ends, so the objects are its whole audit trail (service/controller/audit_cr.py). Approve mode is
 ``kubectl patch sliceaction X --subresource=status --type=merge -p '{"status":{"phase":"Approved"}}'``.
 """
 
