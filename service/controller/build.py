@@ -21,7 +21,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -60,6 +60,8 @@ class ControllerRun:
     loop: ControlLoop
     elector: Elector | None
     trail: str  # where the audit trail is, for people
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
 
     def serve(self, host: str, port: int) -> int:
         return self.loop.serve(host, port)
@@ -70,7 +72,18 @@ class ControllerRun:
         else:
             self.loop.run_forever(stop)
 
+    def start(self) -> None:
+        """Run in a background thread (co-located with the API) until ``close``."""
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self.run_forever, args=(self._stop,), name="controller", daemon=True)
+            self._thread.start()
+
     def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.loop.interval_s + 10.0)
+            self._thread = None
         self.loop.close()
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -69,6 +70,7 @@ log = logging.getLogger(__name__)
 
 Verdict = tuple[Diagnosis | None, SliceSnapshot | None]
 Source = Callable[[], Mapping[str, Verdict]]
+ALL_TIERS = "*"  # the tier of an event about the whole controller (a mode switch)
 MAX_ATTEMPTS = 5  # a retryable failure five ticks running is an outage the operator must see, not a retry loop
 
 
@@ -136,9 +138,29 @@ class Controller:
         self.last_tick_s: float | None = None
         self.last_error: str | None = None
         self._dry_guard: GuardState | None = None
+        # A step and a mode switch (the API's PUT /v1/control/mode, from another thread) never interleave.
+        self._lock = threading.RLock()
+
+    def set_mode(self, mode: Mode, who: str = "api") -> Mode:
+        """Switch mode between steps; returns the previous one. The switch is an event in the trail
+        (who, from, to); the states carry on as across a restart: a pending action stays pending,
+        dry-run proposals were never armed, and a new dry-run keeps its own cooldowns again."""
+        with self._lock:
+            previous, self.mode = self.mode, mode
+            if mode is not previous:
+                self._dry_guard = None
+                now = self.clock()
+                event = ControlEvent(now, ALL_TIERS, "mode", f"{who}: mode {previous.value} -> {mode.value}")
+                self.audit.record_decision(now, mode.value, [], [], [event], {}, self.guard_state)
+                log.warning("controller: %s", event.message)
+            return previous
 
     # -- one step ----------------------------------------------------------------------------------
     def tick(self) -> TickReport:
+        with self._lock:
+            return self._tick()
+
+    def _tick(self) -> TickReport:
         now = self.clock()
         applied = self.drive(now)  # what a previous step (or a crash) left to apply, approvals included
         try:
@@ -229,6 +251,10 @@ class Controller:
     # -- applying ----------------------------------------------------------------------------------
     def drive(self, now: float | None = None) -> list[str]:
         """Apply every action recorded as approved/applying/in progress; returns the ids now applied."""
+        with self._lock:
+            return self._drive(now)
+
+    def _drive(self, now: float | None) -> list[str]:
         if self.mode is Mode.DRY_RUN:
             return []
         now = self.clock() if now is None else now

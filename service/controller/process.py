@@ -1,21 +1,23 @@
-"""The controller inside the one ``Platform`` stack: ``inferslice control`` as a managed child next to
-the API (which serves its actions from the same audit file), scraped by Prometheus.
+"""The controller inside the one ``Platform`` stack: co-located with the API (``inferslice api
+--control MODE``), so it reads the diagnosis loop's verdicts in process, and the API serves its
+actions from the same audit trail; its /metrics port is scraped by Prometheus.
 
-    settings = PlatformSettings(..., **control_settings(work))     # audit file + metrics port
-    settings = replace(settings, controller=ControllerProcess.factory(Mode.AUTO, settings))
+    settings = with_controller(settings, work, Mode.DRY_RUN)   # audit file, metrics port, mode
+    platform.controller.restart(Mode.AUTO)                      # PUT /v1/control/mode with the platform's token
 
-``ControllerProcess.restart(mode)`` switches mode between story phases: the audit log and the
-controller's state persist across the restart (that is what they are for).
+Switching mode is the API's ``PUT /v1/control/mode`` (recorded in the trail); the audit log and the
+controller's states carry on across it, as across a restart. A split deployment (the controller in
+its own process, verdicts over HTTP) is ``inferslice control --api URL``.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from inferslice.common.ports import free_port
-from inferslice.common.processes import ManagedProcess
-from inferslice.errors import ConfigError
+from inferslice.errors import ConfigError, RetryableError
 from inferslice.service.controller.core import Mode
 
 if TYPE_CHECKING:
@@ -27,53 +29,39 @@ def control_settings(work: Path) -> dict[str, Any]:
     return {"control_db": Path(work).absolute() / "control.db", "control_port": free_port()}
 
 
-class ControllerProcess:
+class ColocatedController:
+    """The handle the platform keeps for the controller running inside its API process."""
+
     def __init__(self, platform: Platform, mode: Mode) -> None:
         s = platform.settings
-        if s.control_db is None or s.control_port is None:
-            raise ConfigError("the platform settings name no control_db / control_port (see control_settings)")
+        if s.control_db is None or s.control_port is None or s.control_mode is None:
+            raise ConfigError("the platform settings name no control_db / control_port / control_mode (see with_controller)")
         self.platform = platform
-        self.audit = s.control_db
         self.port = s.control_port
         self.mode = mode
-        self.proc: ManagedProcess | None = None
-        self.start()
 
     @property
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/metrics"
 
-    def start(self) -> None:
-        from inferslice.service.platform import PY
-
-        p = self.platform
-        argv = [
-            *PY, "control", "--mode", self.mode.value, "--api", p.api_url, "--audit", self.audit, "--state-dir", p.state_dir,
-            "--topology", Path(p.registry.topology_path), "--listen", f"127.0.0.1:{self.port}",
-        ]  # fmt: skip
-        self.proc = ManagedProcess(f"control-{self.mode.value}", argv, p.work, self.metrics_url)
-        self.proc.start()
-
     def restart(self, mode: Mode) -> None:
-        self.stop()
+        """Switch the running controller to ``mode`` (the name kept from when a switch was a restart)."""
+        r = self.platform.api_write("PUT", "/v1/control/mode", {"mode": mode.value, "by": "platform"})
+        if r.status_code != 200:
+            raise RetryableError(f"PUT /v1/control/mode {mode.value}: HTTP {r.status_code}: {r.text[:200]}")
         self.mode = mode
-        self.start()
 
     def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.stop()
-            self.proc = None
+        return None  # it stops with the API process
 
     @staticmethod
     def factory(mode: Mode) -> ControllerFactory:
-        def make(platform: Platform) -> ControllerProcess:
-            return ControllerProcess(platform, mode)
+        def make(platform: Platform) -> ColocatedController:
+            return ColocatedController(platform, mode)
 
         return make
 
 
 def with_controller(settings: PlatformSettings, work: Path, mode: Mode) -> PlatformSettings:
-    """``settings`` with a controller in ``mode`` started after the API."""
-    from dataclasses import replace
-
-    return replace(settings, controller=ControllerProcess.factory(mode), **control_settings(work))
+    """``settings`` with a controller in ``mode`` inside the API."""
+    return replace(settings, controller=ColocatedController.factory(mode), control_mode=mode.value, **control_settings(work))
