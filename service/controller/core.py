@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -56,7 +57,7 @@ from inferslice.control.state import ControlEvent, ControlState, drop_check, mar
 from inferslice.control.view import cluster_view, slice_state
 from inferslice.diagnosis import Diagnosis
 from inferslice.errors import RetryableError
-from inferslice.service.control_audit import (
+from inferslice.service.controller.audit import (
     APPLIED,
     APPLYING,
     APPROVED,
@@ -77,6 +78,7 @@ log = logging.getLogger(__name__)
 
 Verdict = tuple[Diagnosis | None, SliceSnapshot | None]
 Source = Callable[[], Mapping[str, Verdict]]
+ALL_TIERS = "*"  # the tier of an event about the whole controller (a mode switch)
 MAX_ATTEMPTS = 5  # a retryable failure five ticks running is an outage the operator must see, not a retry loop
 
 
@@ -146,6 +148,22 @@ class Controller:
         self.last_tick_s: float | None = None
         self.last_error: str | None = None
         self._dry_guard: GuardState | None = None
+        # A step and a mode switch (the API's PUT /v1/control/mode, from another thread) never interleave.
+        self._lock = threading.RLock()
+
+    def set_mode(self, mode: Mode, who: str = "api") -> Mode:
+        """Switch mode between steps; returns the previous one. The switch is an event in the trail
+        (who, from, to); the states carry on as across a restart: a pending action stays pending,
+        dry-run proposals were never armed, and a new dry-run keeps its own cooldowns again."""
+        with self._lock:
+            previous, self.mode = self.mode, mode
+            if mode is not previous:
+                self._dry_guard = None
+                now = self.clock()
+                event = ControlEvent(now, ALL_TIERS, "mode", f"{who}: mode {previous.value} -> {mode.value}")
+                self.audit.record_decision(now, mode.value, [], [], [event], {}, self.guard_state)
+                log.warning("controller: %s", event.message)
+            return previous
 
     # -- one step ----------------------------------------------------------------------------------
     def _check(self) -> FencingToken | None:
@@ -153,6 +171,10 @@ class Controller:
         return self.leadership.check() if self.leadership is not None else None
 
     def tick(self) -> TickReport:
+        with self._lock:
+            return self._tick()
+
+    def _tick(self) -> TickReport:
         now = self.clock()
         self._check()
         applied = self.drive(now)  # what a previous step (or a crash) left to apply, approvals included
@@ -244,6 +266,10 @@ class Controller:
     # -- applying ----------------------------------------------------------------------------------
     def drive(self, now: float | None = None) -> list[str]:
         """Apply every action recorded as approved/applying/in progress; returns the ids now applied."""
+        with self._lock:
+            return self._drive(now)
+
+    def _drive(self, now: float | None) -> list[str]:
         if self.mode is Mode.DRY_RUN:
             return []
         now = self.clock() if now is None else now
@@ -304,7 +330,7 @@ class Controller:
             return False
         detail = f"fenced: recorded by term {theirs} after term {token} took over; refused, not applied"
         self.audit.transition(str(row["id"]), REFUSED, now, detail=detail, tier_state=self._dropped(action_of(row)))
-        self.metrics.outcome(action_of(row), q.OUTCOME_FAILED)
+        self.metrics.outcome(action_of(row), OUTCOME_FAILED)
         log.warning("controller: %s", detail)
         return True
 
