@@ -21,6 +21,8 @@ LINK_TRANSMIT_DROPS = "inferslice_link_transmit_drops_total"
 LINK_RECEIVE_ERRORS = "inferslice_link_receive_errors_total"
 LINK_TRANSMIT_ERRORS = "inferslice_link_transmit_errors_total"
 LINK_CAP_BPS = "inferslice_link_cap_bits_per_second"  # {slice,pop,link,direction}
+# The interface's physical rate (a WAN link's provisioned capacity), where declared: what it carries at most with no cap binding.
+LINK_CAPACITY_BPS = "inferslice_link_capacity_bits_per_second"  # {slice,pop,link}
 HTB_OVERLIMITS = "inferslice_htb_overlimits_total"  # {slice,pop,link,direction}
 HTB_BACKLOG_BYTES = "inferslice_htb_backlog_bytes"
 HTB_BACKLOG_PACKETS = "inferslice_htb_backlog_packets"

@@ -104,13 +104,14 @@ def parse_kernel_maps(section: Mapping[str, Any], names: _Names, field: str = "n
     for i, raw in enumerate(_list(section.get("interfaces"), f"{field}.interfaces")):
         where = f"{field}.interfaces[{i}]"
         d = _mapping(raw, where)
-        _keys(d, {"ifname", "netns", "slice", "pop", "link", "peer_pop", "invert"}, where)
+        _keys(d, {"ifname", "netns", "slice", "pop", "link", "peer_pop", "invert", "capacity_bps"}, where)
         ifname = _str(d, "ifname", where)
         if len(ifname) > 15:
             raise ConfigError("interface names have at most 15 characters", f"{where}.ifname")
         peer = names.pop(d, where, "peer_pop") if d.get("peer_pop") is not None else None
         interfaces.append(InterfaceMap(ifname, names.slice(d, where), names.pop(d, where), _str(d, "link", where, ifname),
-                                       _opt_str(d, "netns", where), peer, _bool(d, "invert", where, False)))
+                                       _opt_str(d, "netns", where), peer, _bool(d, "invert", where, False),
+                                       _num(d, "capacity_bps", where, 0.0) if d.get("capacity_bps") is not None else None))
     htb = []
     for i, raw in enumerate(_list(section.get("htb"), f"{field}.htb")):
         where = f"{field}.htb[{i}]"
