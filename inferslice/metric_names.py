@@ -29,6 +29,9 @@ HTB_BACKLOG_PACKETS = "inferslice_htb_backlog_packets"
 TUNNEL_RECEIVE_BYTES = "inferslice_tunnel_receive_bytes_total"  # {slice,pop,peer_pop}
 TUNNEL_TRANSMIT_BYTES = "inferslice_tunnel_transmit_bytes_total"
 POP_RTT = "inferslice_pop_rtt_seconds"  # histogram {pop,peer_pop}
+# One series per WAN link a slice's replicas reach the gateway over, valued at its declared RTT:
+# pop/link name the link's counters at its gateway-side end, peer_pop the far end (joins the probes).
+SLICE_WAN_PATH_RTT = "inferslice_slice_wan_path_rtt_seconds"  # {slice,pop,peer_pop,link}
 
 # -- GPU (exporters/gpu) ----------------------------------------------------------------------
 GPU_UTILIZATION = "inferslice_gpu_utilization_ratio"  # {pop,gpu}

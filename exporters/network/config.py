@@ -17,9 +17,10 @@ from .kube import pod_items, port_maps_from_pods
 from .mapping import DIRECTIONS, SHARED_SLICE, HtbMap, InterfaceMap, KernelMaps, OvsMaps, OvsPortMap, RegistryMaps, TunnelMap, check_unique
 from .netlink import parse_classid
 from .ovs import DEFAULT_SOCKET, OvsdbConnection, OvsSource
+from .path import WanPathSource
 from .prober import DEFAULT_BUCKETS_S, ProbeTarget, RttProber
 
-Source = KernelLinkSource | HtbSource | OvsSource | RttProber
+Source = KernelLinkSource | HtbSource | OvsSource | RttProber | WanPathSource
 _TOP_KEYS = {"registry", "interfaces", "htb", "ovs", "probe"}
 
 
@@ -209,6 +210,8 @@ def collectors_from_config(section: dict[str, Any], topology: Topology | None, r
         sources.append(KernelLinkSource(kernel_maps))
     if use_registry or static.htb:
         sources.append(HtbSource(kernel_maps))
+    if use_registry and registry_path is not None:
+        sources.append(WanPathSource(registry_path))  # routes from the registry's own topology file
     if section.get("ovs") is not None:
         ovs = _mapping(section.get("ovs"), "network.ovs")
         _keys(ovs, {"socket", "pop", "ports", "tunnels", "pods_file", "subnets", "nodes"}, "network.ovs")
