@@ -11,7 +11,7 @@ idempotency id) and its cause; ``status.phase`` walks Pending -> Approved -> (Ap
 InProgress ->) Applied, ending Futile when the outcome check says so or RolledBack once its
 rollback is applied, or Rejected by an operator; Failed, DryRun and Refused (by a guardrail, or by a
 later leadership term: ``status.fencingToken`` names the term that owns an action) are the
-controller's other ends, so the objects are its whole audit trail (service/control_audit_cr.py). Approve mode is
+controller's other ends, so the objects are its whole audit trail (service/controller/audit_cr.py). Approve mode is
 ``kubectl patch sliceaction X --subresource=status --type=merge -p '{"status":{"phase":"Approved"}}'``.
 """
 

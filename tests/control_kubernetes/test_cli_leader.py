@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 from types import SimpleNamespace
 
-from inferslice.cli.control import _run_as_leader
 from inferslice.control.actuators.kubernetes_lease import FencingToken, NotLeader
+from inferslice.service.controller.leader import run_while_leading
 
 
 def test_steps_only_while_leading_and_resumes_once_per_term() -> None:
@@ -46,7 +46,7 @@ def test_steps_only_while_leading_and_resumes_once_per_term() -> None:
             if len(events) == 2:
                 raise NotLeader("lost it mid-step")  # the step stops; the loop carries on
 
-    _run_as_leader(Loop(), Elector(), stop)
+    run_while_leading(Loop(), Elector(), stop)  # type: ignore[arg-type]
     assert events == ["resume", "step", "step", "resume", "step", "step"]
     assert Loop.controller.last_error == "lost it mid-step"
     assert Elector.released, "the elector's loop was stopped (it releases the Lease)"

@@ -20,8 +20,8 @@ from inferslice.deploy import apiserver
 from inferslice.deploy import custom_resources as cr
 from inferslice.diagnosis import Diagnosis, Regime
 from inferslice.errors import InferSliceError
-from inferslice.service.control_audit_cr import SliceActionAuditLog
 from inferslice.service.controller import Controller, Mode
+from inferslice.service.controller.audit_cr import SliceActionAuditLog
 from inferslice.snapshot import SliceSnapshot
 from inferslice.topology import Topology
 

@@ -44,7 +44,7 @@ from inferslice.control.guardrails import GuardState, Refusal
 from inferslice.control.settings import cooldown_key
 from inferslice.control.state import ControlEvent, ControlState
 from inferslice.deploy.custom_resources import Phase
-from inferslice.service.control_audit import (
+from inferslice.service.controller.audit import (
     APPLIED,
     APPLYING,
     APPROVED,

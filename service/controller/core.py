@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,15 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from inferslice import metric_names as m
-from inferslice.actions import Action, ActionKind
+from inferslice.actions import (
+    OUTCOME_APPLIED,
+    OUTCOME_FAILED,
+    OUTCOME_FUTILE,
+    OUTCOME_PENDING,
+    OUTCOME_REJECTED,
+    Action,
+    ActionKind,
+)
 from inferslice.control.actuators.base import (
     Actuator,
     ApplyStatus,
@@ -46,10 +55,9 @@ from inferslice.control.policy import decide
 from inferslice.control.settings import TierPolicy
 from inferslice.control.state import ControlEvent, ControlState, drop_check, mark_applied
 from inferslice.control.view import cluster_view, slice_state
-from inferslice.dashboards import queries as q
 from inferslice.diagnosis import Diagnosis
 from inferslice.errors import RetryableError
-from inferslice.service.control_audit import (
+from inferslice.service.controller.audit import (
     APPLIED,
     APPLYING,
     APPROVED,
@@ -70,6 +78,7 @@ log = logging.getLogger(__name__)
 
 Verdict = tuple[Diagnosis | None, SliceSnapshot | None]
 Source = Callable[[], Mapping[str, Verdict]]
+ALL_TIERS = "*"  # the tier of an event about the whole controller (a mode switch)
 MAX_ATTEMPTS = 5  # a retryable failure five ticks running is an outage the operator must see, not a retry loop
 
 
@@ -139,6 +148,22 @@ class Controller:
         self.last_tick_s: float | None = None
         self.last_error: str | None = None
         self._dry_guard: GuardState | None = None
+        # A step and a mode switch (the API's PUT /v1/control/mode, from another thread) never interleave.
+        self._lock = threading.RLock()
+
+    def set_mode(self, mode: Mode, who: str = "api") -> Mode:
+        """Switch mode between steps; returns the previous one. The switch is an event in the trail
+        (who, from, to); the states carry on as across a restart: a pending action stays pending,
+        dry-run proposals were never armed, and a new dry-run keeps its own cooldowns again."""
+        with self._lock:
+            previous, self.mode = self.mode, mode
+            if mode is not previous:
+                self._dry_guard = None
+                now = self.clock()
+                event = ControlEvent(now, ALL_TIERS, "mode", f"{who}: mode {previous.value} -> {mode.value}")
+                self.audit.record_decision(now, mode.value, [], [], [event], {}, self.guard_state)
+                log.warning("controller: %s", event.message)
+            return previous
 
     # -- one step ----------------------------------------------------------------------------------
     def _check(self) -> FencingToken | None:
@@ -146,6 +171,10 @@ class Controller:
         return self.leadership.check() if self.leadership is not None else None
 
     def tick(self) -> TickReport:
+        with self._lock:
+            return self._tick()
+
+    def _tick(self) -> TickReport:
         now = self.clock()
         self._check()
         applied = self.drive(now)  # what a previous step (or a crash) left to apply, approvals included
@@ -219,11 +248,11 @@ class Controller:
             if isinstance(a.value, (int, float)):
                 self.metrics.desired.labels(a.slice, a.kind.value).set(float(a.value))
             if self.mode is Mode.APPROVE:
-                self.metrics.outcome(a, q.OUTCOME_PENDING)
+                self.metrics.outcome(a, OUTCOME_PENDING)
         for e in events:
             if e.kind == "futile" and e.action_id:
                 kind = next((c for c in ActionKind if e.action_id.endswith(c.value)), ActionKind.NOOP)
-                self.metrics.actions.labels(e.tier, kind.value, q.OUTCOME_FUTILE).inc()
+                self.metrics.actions.labels(e.tier, kind.value, OUTCOME_FUTILE).inc()
         return allowed, len(refused), events
 
     def _observe_metrics(self, tier: str, st: ControlState, snapshot: SliceSnapshot | None) -> None:
@@ -237,6 +266,10 @@ class Controller:
     # -- applying ----------------------------------------------------------------------------------
     def drive(self, now: float | None = None) -> list[str]:
         """Apply every action recorded as approved/applying/in progress; returns the ids now applied."""
+        with self._lock:
+            return self._drive(now)
+
+    def _drive(self, now: float | None) -> list[str]:
         if self.mode is Mode.DRY_RUN:
             return []
         now = self.clock() if now is None else now
@@ -260,11 +293,11 @@ class Controller:
                     tier_state=self._dropped(action) if give_up else None,
                 )
                 if give_up:
-                    self.metrics.outcome(action, q.OUTCOME_FAILED)
+                    self.metrics.outcome(action, OUTCOME_FAILED)
                 continue
             except PermanentActuatorError as err:
                 self.audit.transition(action.id, FAILED, now, detail=f"permanent: {err}", tier_state=self._dropped(action))
-                self.metrics.outcome(action, q.OUTCOME_FAILED)
+                self.metrics.outcome(action, OUTCOME_FAILED)
                 continue
             if result.status is ApplyStatus.IN_PROGRESS:
                 if row["state"] != IN_PROGRESS:
@@ -275,7 +308,7 @@ class Controller:
             if st is not None:
                 self.states[action.slice] = st
             self.audit.transition(action.id, APPLIED, now, detail=result.detail or result.status.value, tier_state=st)
-            self.metrics.outcome(action, q.OUTCOME_APPLIED)
+            self.metrics.outcome(action, OUTCOME_APPLIED)
             if isinstance(action.value, (int, float)):
                 self.metrics.applied.labels(action.slice, action.kind.value).set(float(action.value))
             done.append(action.id)
@@ -297,7 +330,7 @@ class Controller:
             return False
         detail = f"fenced: recorded by term {theirs} after term {token} took over; refused, not applied"
         self.audit.transition(str(row["id"]), REFUSED, now, detail=detail, tier_state=self._dropped(action_of(row)))
-        self.metrics.outcome(action_of(row), q.OUTCOME_FAILED)
+        self.metrics.outcome(action_of(row), OUTCOME_FAILED)
         log.warning("controller: %s", detail)
         return True
 
@@ -331,7 +364,7 @@ class Controller:
         st = self.states.get(row["tier"])
         if st is not None:
             self.states[row["tier"]] = drop_check(st, action_id)
-        self.metrics.actions.labels(row["tier"], row["kind"], q.OUTCOME_REJECTED).inc()
+        self.metrics.actions.labels(row["tier"], row["kind"], OUTCOME_REJECTED).inc()
         return row
 
     def health(self) -> dict[str, Any]:
