@@ -465,8 +465,10 @@ class _Handler(BaseHTTPRequestHandler):
         srv = self.server
         call: Call | None = None
         try:
-            auth = self.headers.get("Authorization") or ""
-            token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
+            scheme, _, credentials = (self.headers.get("Authorization") or "").strip().partition(" ")
+            token = (
+                credentials.strip() if scheme.lower() == "bearer" else None
+            )  # the scheme is case-insensitive, as kube-apiserver reads it
             user = ADMIN if token == srv.token else srv.users.get(token or "")
             if user is None:
                 raise ApiError(401, "Unauthorized", "Unauthorized")
