@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,23 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 # -- a test outside the group that takes the testbed lock is an error, not a silent serialisation ------
+# On a shared machine another run may hold the testbed for minutes: what a test waited for the lock is
+# recorded, so that the run's durations can be read without it.
+LOCK_WAIT_PROPERTY = "testbed_lock_wait_s"
+_lock_waits: list[float] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "teardown":  # its properties are all the test's: setup's and call's
+        _lock_waits.extend(float(str(v)) for k, v in report.user_properties if k == LOCK_WAIT_PROPERTY)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _lock_waits:
+        terminalreporter.write_line(
+            f"testbed lock: {sum(_lock_waits):.0f} s waited in {len(_lock_waits)} acquisitions (another run held the machine's testbed)"
+        )
+
 _current: list[pytest.Item] = []
 _original_lock = testbed_lock_module.testbed_lock
 
@@ -132,7 +150,11 @@ def _guarded_lock(path: Path = testbed_lock_module.TESTBED_LOCK) -> Iterator[Non
             f"tests/{{{','.join(TESTBED_DIRS)}}}/ or add its file to TESTBED_FILES in tests/conftest.py (docs/CONTRIBUTING.md)",
             pytrace=False,
         )
+    started = time.monotonic()
     with _original_lock(path):
+        waited_s = time.monotonic() - started
+        if _current and waited_s >= 1.0:  # reported with the test (JUnit property) and summed at the end
+            _current[-1].user_properties.append((LOCK_WAIT_PROPERTY, round(waited_s, 1)))
         yield
 
 

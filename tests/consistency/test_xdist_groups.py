@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -39,6 +40,13 @@ TREE = {
     "consistency/test_loadgen_vs_engine.py": "from record import record\n"
     + "".join(f"def test_rt{i}():\n    record('rt{i}')\n" for i in range(3)),
     "other/test_free.py": "from record import record\n" + "".join(f"def test_free{i}():\n    record('free{i}')\n" for i in range(12)),
+    "testbed_net/test_wait.py": (  # another process holds the lock for 2 s: the wait is reported
+        "import subprocess, time\nfrom inferslice.testbed import lock\nfrom record import record\n"
+        "def test_wait(tmp_path):\n    path = tmp_path / 'lock'\n    path.touch()\n"
+        "    holder = subprocess.Popen(['flock', str(path), 'sleep', '2'])\n"
+        "    while subprocess.run(['flock', '-n', str(path), 'true']).returncode == 0:\n        time.sleep(0.05)\n"
+        "    with lock.testbed_lock(path):\n        record('wait')\n    holder.wait()\n"
+    ),
     "other/test_stray.py": (
         "from pathlib import Path\nfrom inferslice.testbed import lock\n"
         "def test_stray(tmp_path):\n    with lock.testbed_lock(tmp_path / 'lock'):\n        pass\n"
@@ -49,7 +57,7 @@ PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", 
 # Not our own worker's identity (PYTEST_XDIST_WORKER...) when this test runs under xdist itself.
 ENV = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS" and not k.startswith("PYTEST_XDIST")}
 ENV["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-GROUP = {"net0", "net1", "net2", "net3", "e2e0", "e2e1", "e2e2", "smoke"}
+GROUP = {"net0", "net1", "net2", "net3", "wait", "e2e0", "e2e1", "e2e2", "smoke"}
 
 
 def test_the_testbed_group_runs_in_one_worker_in_order(tmp_path: Path) -> None:
@@ -70,6 +78,7 @@ def test_the_testbed_group_runs_in_one_worker_in_order(tmp_path: Path) -> None:
     out = proc.stdout + proc.stderr
     assert "1 failed" in out and "test_stray" in out and "not in the xdist group 'testbed'" in out, out
     assert f"{len(GROUP) + 12 + 3} passed" in out, out
+    assert re.search(r"testbed lock: [12] s waited in 1 acquisitions", out), out
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     group = [r for r in rows if r["name"] in GROUP]
     assert {r["name"] for r in group} == GROUP
