@@ -58,7 +58,7 @@ from inferslice.control.remedies import (
 from inferslice.control.remedies.base import C, N, Q, at_ceiling_event, cold_start_s
 from inferslice.control.settings import TierPolicy
 from inferslice.control.state import Check, ControlEvent, ControlState, SliceState
-from inferslice.control.trust import link_pinned, shadowed, track
+from inferslice.control.trust import link_pinned, network_only, shadowed, track
 from inferslice.diagnosis import Diagnosis, Regime
 from inferslice.snapshot import SliceSnapshot
 
@@ -159,9 +159,9 @@ def decide(
         if proposal.replicas is not None and (wish is None or proposal.replicas.n > wish.n):
             wish = proposal.replicas
 
-    network_only = bool(binding) and all(b.regime is N for b in binding)
+    only_network = (bool(binding) and all(b.regime is N for b in binding)) or network_only(diagnosis, s)
     # Arrivals recovering behind a raised cap are not a demand trend: no pre-scale in the network's shadow.
-    if wish is None and not network_only and not holding and not shadowed(st, s, now_s):
+    if wish is None and not only_network and not holding and not shadowed(st, s, now_s):
         wish = prescale_remedy(step).replicas
 
     if wish is not None and ActionKind.SET_REPLICAS not in {a.kind for a in actions}:
