@@ -27,6 +27,7 @@ from typing import Literal
 
 from inferslice.common.registry import DEFAULT_STATE_DIR
 from inferslice.control.actuators.base import Actuator
+from inferslice.control.actuators.kubernetes_lease import LeaseElector
 from inferslice.control.settings import TierPolicy, tier_policies
 from inferslice.errors import InputError
 from inferslice.service.controller.audit import ActionTrail, AuditLog
@@ -99,23 +100,28 @@ def controlled_policies(topology: Topology, tiers: Sequence[str]) -> dict[str, T
     return policies
 
 
-def _kubernetes(settings: ControllerSettings, topology: Topology) -> tuple[Actuator, ActionTrail, Elector | None, str]:
+def _kubernetes(settings: ControllerSettings, topology: Topology) -> tuple[Actuator, ActionTrail, LeaseElector | None, str]:
     from kubernetes import client, config
 
     from inferslice.control.actuators.kubernetes import KubernetesActuator
     from inferslice.control.actuators.kubernetes_audit import SliceActionStore
-    from inferslice.control.actuators.kubernetes_lease import LeaseElector
+    from inferslice.control.actuators.kubernetes_lease import KubernetesLeaseClient
     from inferslice.service.controller.audit_cr import SliceActionAuditLog
 
     actions_ns = settings.actions_namespace or settings.lease_namespace or os.environ.get("POD_NAMESPACE")
     if not actions_ns:
         raise InputError("the SliceAction audit trail needs a namespace", "--actions-namespace")
     config.load_incluster_config()  # type: ignore[no-untyped-call]
-    api_client = client.ApiClient()
+    cfg = client.Configuration.get_default_copy()
+    cfg.retries = False  # urllib3 would retry a timed-out read 3 times: a request timeout must be the whole wait
+    api_client = client.ApiClient(cfg)
     identity = os.environ.get("POD_NAME") or socket.gethostname()
-    elector = LeaseElector(api_client, settings.lease_namespace, identity) if settings.lease_namespace else None
-    trail = SliceActionAuditLog(SliceActionStore(api_client, actions_ns), identity)
-    return KubernetesActuator(topology, api_client), trail, elector, f"sliceactions in {actions_ns}"
+    elector: LeaseElector | None = None
+    if settings.lease_namespace:
+        elector = LeaseElector(KubernetesLeaseClient(api_client, settings.lease_namespace, "inferslice-controller"), identity)
+    # With a Lease, every write of the actuator and the trail re-checks it and carries the term's fencing token.
+    trail = SliceActionAuditLog(SliceActionStore(api_client, actions_ns), identity, leadership=elector)
+    return KubernetesActuator(topology, api_client, leadership=elector), trail, elector, f"sliceactions in {actions_ns}"
 
 
 def make_controller(
@@ -132,7 +138,7 @@ def make_controller(
     if settings.backend not in ("testbed", "kubernetes"):
         raise InputError(f"unknown backend {settings.backend!r} (testbed or kubernetes)", "--backend")
     policies = controlled_policies(topology, settings.tiers)
-    elector: Elector | None = None
+    elector: LeaseElector | None = None
     trail = str(settings.audit_path)
     if settings.backend == "kubernetes" and (actuator is None or audit is None):
         k_actuator, k_audit, elector, trail = _kubernetes(settings, topology)
@@ -144,7 +150,10 @@ def make_controller(
     if audit is None:
         audit = AuditLog(settings.audit_path)
     ctl = Controller(
-        topology, policies, actuator, audit, source or ApiSource(settings.api_url, list(policies)), clock=clock, mode=settings.mode
+        topology, policies, actuator, audit, source or ApiSource(settings.api_url, list(policies)),
+        clock=clock,
+        mode=settings.mode,
+        leadership=elector,
     )
     loop = ControlLoop(ctl, settings.interval_s or topology.timing.scrape_interval_s)
     return ControllerRun(ctl, loop, elector, trail)

@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Protocol
 
+from inferslice.errors import InferSliceError
 from inferslice.service.controller.loop import ControlLoop
 
 
@@ -22,25 +23,46 @@ class _ElectorSettings(Protocol):
     @property
     def retry_period_s(self) -> float: ...
 
+    @property
+    def timeout_s(self) -> float: ...
+
 
 class Elector(Protocol):
-    """What the loop needs of a leader election (``LeaseElector`` has it)."""
+    """What the loop needs of a leader election (``LeaseElector`` has it): a renewing ``run`` for its
+    own thread and the current term's fencing token (None: not leading)."""
 
     @property
     def settings(self) -> _ElectorSettings: ...
 
-    def tick(self, now: float) -> bool: ...
+    def run(self, stop: threading.Event) -> None: ...
+
+    def token(self) -> object | None: ...
 
 
 def run_while_leading(loop: ControlLoop, elector: Elector, stop: threading.Event) -> None:
-    leading = False
-    while not stop.is_set():
-        t0 = time.monotonic()
-        if elector.tick(t0):
-            if not leading:
-                loop.controller.resume()
-                leading = True
-            loop.step()
-        else:
-            leading = False
-        stop.wait(max(0.0, min(loop.interval_s, elector.settings.retry_period_s) - (time.monotonic() - t0)))
+    """Step only while holding the Lease. The elector renews in its own thread (a slow step never
+    delays a renew); each step starts from ``elector.token()`` and every write inside it re-checks
+    (the controller, actuator and trail hold the elector). A new term first takes over what was
+    recorded (``resume``). On exit the Lease is released, so the other replica takes over at its next round."""
+    lease_stop = threading.Event()
+    renewer = threading.Thread(target=elector.run, args=(lease_stop,), name="lease-elector", daemon=True)
+    renewer.start()
+    term: object | None = None
+    try:
+        while not stop.is_set():
+            t0 = time.monotonic()
+            token = elector.token()
+            if token is None:
+                term = None
+            else:
+                try:
+                    if token != term:
+                        loop.controller.resume()
+                        term = token
+                    loop.step()
+                except InferSliceError as err:  # NotLeader mid-step, a backend failure: the next step decides again
+                    loop.controller.last_error = str(err)
+            stop.wait(max(0.0, min(loop.interval_s, elector.settings.retry_period_s) - (time.monotonic() - t0)))
+    finally:
+        lease_stop.set()
+        renewer.join(timeout=elector.settings.timeout_s * 2 + 1)
