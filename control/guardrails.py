@@ -198,7 +198,10 @@ def _check_one(a: Action, cluster: ClusterView, policies: Mapping[str, TierPolic
         if n < p.replicas_min:
             return "ceiling", f"{n} replicas are below the floor {p.replicas_min}"
         placed = cluster
-        for slot in new_replica_slots(cluster, p, n):
+        slots = new_replica_slots(cluster, p, n)
+        if len(slots) < n - cluster.replicas.get(p.tier, 0):  # a move in flight holds two entries for one replica
+            return "slot", f"{n} replicas: only {len(slots)} placement entries are unfilled now"
+        for slot in slots:
             free = free_gpu_for(p.tier, placed.slot_use, policies, [slot])[slot]
             if free + _EPS < p.gpu_per_replica:
                 return "slot", f"a new replica on {slot} needs {p.gpu_per_replica:g} GPU, {free:g} is free there"

@@ -29,8 +29,9 @@ judges earlier actions (``control.outcomes``), orders the causes and merges the 
   ``reclaim_share_hold_s`` after one did (``remedies.reclaim.share_hold``).
 
 Every action gets a deterministic id (tier, decision number, kind) and an ``expected_by_s``; the
-outcome check later compares. A futile action is recorded, rolled back where that is safe, and not
-repeated for the same cause until the tier has been healthy for a reclaim period.
+outcome check later compares (``control.outcomes``: effective, insufficient, ineffective, on windows
+measured under the action only). An ineffective action is recorded, rolled back where that is safe,
+and not repeated for the same cause until the tier has been healthy for a reclaim period.
 """
 
 from __future__ import annotations
@@ -134,9 +135,9 @@ def decide(
     healthy_since = (st.healthy_since_s if st.healthy_since_s is not None else now_s) if healthy else None
     st = replace(track(st, diagnosis, {b.regime for b in binding}, ss, s, now_s), healthy_since_s=healthy_since)
     if healthy_since is not None and now_s - healthy_since >= s.reclaim_after_healthy_s:
-        st = replace(st, futile=(), at_ceiling=False)  # a new episode may try every remedy again
+        st = replace(st, ineffective=(), at_ceiling=False)  # a new episode may try every remedy again
 
-    step = Step(diagnosis, ss, p, st, now_s, lam, fc, any(b.regime is N for b in binding), frozenset(st.futile))
+    step = Step(diagnosis, ss, p, st, now_s, lam, fc, any(b.regime is N for b in binding), frozenset(st.ineffective))
     actions: list[Action] = list(rollbacks)
     wish: ReplicaWish | None = None
     at_ceiling = holding = False
@@ -206,5 +207,5 @@ def _finish(
         out.append(a)
         if a.regime != ROLLBACK:
             exp = a.expected_by_s if a.expected_by_s is not None else now_s
-            checks.append(Check(aid, a.kind, str(a.regime), a.value, a.previous, exp, max(0.0, exp - now_s)))
+            checks.append(Check(aid, a.kind, str(a.regime), a.value, a.previous, exp, max(0.0, exp - now_s), replica=a.replica))
     return out, replace(st, seq=seq, checks=tuple(checks), events=tuple(events))

@@ -90,7 +90,9 @@ def cap_unseen(diagnosis: Diagnosis | None, ss: SliceState, st: ControlState, wi
     end = diagnosis.window_end_s if diagnosis is not None else None
     if end is None:
         return False
-    return any(c.kind is ActionKind.SET_CAP and c.applied and end - window_s < c.expected_by_s - c.delay_s for c in st.checks)
+    # The window is the snapshot's own (the API's loop reads 8 s windows every 2 s), the settings' only without one.
+    length = snap.window_s if snap is not None and snap.window_s else window_s
+    return any(c.kind is ActionKind.SET_CAP and c.applied and end - length < c.expected_by_s - c.delay_s for c in st.checks)
 
 
 def streak(st: ControlState, regime: Regime) -> int:

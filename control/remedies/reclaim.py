@@ -37,7 +37,7 @@ def reclaim_remedy(
     demand = max(lam or 0.0, fc.upper if fc is not None else 0.0)
     if (
         not hold
-        and (RECLAIM, ActionKind.SET_REPLICAS.value) not in st.futile
+        and (RECLAIM, ActionKind.SET_REPLICAS.value) not in st.ineffective
         and target - 1 >= max(p.replicas_min, 1)
         and ss.replicas_ready >= target
         and demand <= (target - 1) * mu * s.reclaim_utilisation
@@ -57,7 +57,7 @@ def reclaim_remedy(
         )
     wanted_bps = demand_bps(ss, p, st, lam)
     cap = ss.cap_bps
-    if (RECLAIM, ActionKind.SET_CAP.value) not in st.futile and cap is not None and wanted_bps:
+    if (RECLAIM, ActionKind.SET_CAP.value) not in st.ineffective and cap is not None and wanted_bps:
         keep = max(wanted_bps * s.cap_headroom * s.cap_reclaim_margin, p.base_cap_bps or 0.0)
         if cap > 2 * keep:
             lowered = cap - (cap - keep) / 2  # half the excess per reclaim period: slow, never below margin x demand

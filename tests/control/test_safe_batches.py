@@ -88,7 +88,10 @@ class World:
                     else:
                         free_entries.append(entry)
                 self.made += 1
-                reps.append(Rep(f"{a.slice}-n{self.made}", free_entries[0]))
+                k = len(
+                    [r for r in reps if not r.replaces]
+                )  # the new slot index; with no entry unfilled the front falls back to placement[k]
+                reps.append(Rep(f"{a.slice}-n{self.made}", free_entries[0] if free_entries else p.placement[k]))
             self.target[a.slice] = n
         elif a.kind is ActionKind.RELOCATE:
             old = next(r for r in reps if r.id == a.replica)
