@@ -30,6 +30,7 @@ class Reference:
     # The output token rate at which decode saturates (TPOT = a / (1 - rate / saturation), fitted
     # over healthy windows at several loads); None: the classifier's prior.
     tokens_per_s_saturation: float | None = None
+    wan_rtt_s: float | None = None  # the tier's WAN path RTT unloaded: an added delay is judged against it
     source: str = "unset"  # "learned", "configured" or "unset": the evidence says which
     samples: int = 0
 
@@ -50,10 +51,21 @@ class SliceSnapshot:
     tpot_mean_s: float | None = None
     output_tokens_per_s: float | None = None
     request_rate: float | None = None
+    # How many requests the window's quantiles rest on (the histograms' ``_count`` increase over the
+    # window): a P99 from a handful of requests is not a P99 (bottleneck/sampling.py).
+    request_count: float | None = None  # TTFT observations: requests whose first token the window saw
+    tpot_request_count: float | None = None  # per-request TPOT observations: requests that finished in the window
     link_rx_bps: float | None = None
     link_tx_bps: float | None = None
     link_cap_bps: float | None = None
     link_capacity_bps: float | None = None  # the interface's physical rate: what an uncapped link is judged against
+    # The tier's WAN path (replicas' PoPs to its client edge): a link there that binds is not a slice
+    # cap (cross-traffic, a degraded link) and a cap raise cannot cure it; moving replicas to a PoP on
+    # another path can. ``wan_*_bps``: the path's most utilised WAN link, all traffic it carries in the
+    # response direction (every slice and cross-traffic) and its physical rate.
+    wan_rx_bps: float | None = None
+    wan_capacity_bps: float | None = None
+    wan_rtt_s: float | None = None  # the path's round-trip time now (an added WAN delay shows here)
     requests_waiting: float | None = None
     requests_running: float | None = None
     queue_time_p99_s: float | None = None
@@ -70,6 +82,7 @@ class SliceSnapshot:
     ref_output_tokens_per_s: float | None = None
     ref_ttft_p99_s: float | None = None
     ref_tpot_p99_s: float | None = None
+    ref_wan_rtt_s: float | None = None
 
     def reference(self) -> Reference | None:
         """The reference carried inline (``ref_*`` keys), if any."""
@@ -81,9 +94,19 @@ class SliceSnapshot:
             output_tokens_per_s=self.ref_output_tokens_per_s,
             ttft_p99_s=self.ref_ttft_p99_s,
             tpot_p99_s=self.ref_tpot_p99_s,
+            wan_rtt_s=self.ref_wan_rtt_s,
             source="input",
         )
-        inline = (ref.ttft_p50_s, ref.ttft_mean_s, ref.tpot_p50_s, ref.tpot_mean_s, ref.output_tokens_per_s, ref.ttft_p99_s, ref.tpot_p99_s)
+        inline = (
+            ref.ttft_p50_s,
+            ref.ttft_mean_s,
+            ref.tpot_p50_s,
+            ref.tpot_mean_s,
+            ref.output_tokens_per_s,
+            ref.ttft_p99_s,
+            ref.tpot_p99_s,
+            ref.wan_rtt_s,
+        )
         if all(v is None for v in inline):
             return None
         return ref
@@ -99,6 +122,7 @@ class SliceSnapshot:
             ref_output_tokens_per_s=(self.ref_output_tokens_per_s if self.ref_output_tokens_per_s is not None else ref.output_tokens_per_s),
             ref_ttft_p99_s=self.ref_ttft_p99_s if self.ref_ttft_p99_s is not None else ref.ttft_p99_s,
             ref_tpot_p99_s=self.ref_tpot_p99_s if self.ref_tpot_p99_s is not None else ref.tpot_p99_s,
+            ref_wan_rtt_s=self.ref_wan_rtt_s if self.ref_wan_rtt_s is not None else ref.wan_rtt_s,
         )
 
     def to_dict(self, drop_none: bool = True) -> dict[str, Any]:
