@@ -30,10 +30,10 @@ from inferslice.bottleneck import signals
 from inferslice.bottleneck.attribution import Physics, attribute, ge
 from inferslice.bottleneck.signals import Reading
 from inferslice.bottleneck.thresholds import DEFAULT, Thresholds
-from inferslice.diagnosis import REGIME_OF, RESOURCES, Attribution, Diagnosis, Evidence, Regime, SloState
+from inferslice.diagnosis import CONFIDENT, REGIME_OF, RESOURCES, Attribution, Diagnosis, Evidence, Regime, SloState
 from inferslice.snapshot import Reference, SliceSnapshot
 
-CONFIDENT = 0.6  # the learner's bar too: a verdict below it is a hint, not a fact
+__all__ = ["CONFIDENT", "UNSURE", "classify"]  # CONFIDENT lives in the vocabulary; re-exported for callers of old
 UNSURE = 0.55  # the cap for a verdict a missing field could overturn
 ORDER = ("network", "compute", "queue")  # remedies in the order they must come
 UNSEPARATED = "TPOT inflated beyond what load explains; link and compute signals cannot separate network from compute"
@@ -301,6 +301,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         window_end_s=snapshot.window_end_s,
         attribution=attribution if attribution.shares else None,
         slo_signal=signals.slo_signal(snap, th, slo),
+        request_count=snapshot.request_count,
     )
 
 

@@ -16,6 +16,9 @@ class Regime(enum.StrEnum):
 
 
 BINDING_REGIMES: tuple[Regime, ...] = (Regime.QUEUE_LIMITED, Regime.NETWORK_LIMITED, Regime.COMPUTE_LIMITED)
+# The "confident" bar: a verdict at or above it is a fact its consumers may act on, below it a hint
+# (confidence is calibrated: of the verdicts at confidence c, a fraction c is right; docs/diagnosis.md).
+CONFIDENT = 0.6
 
 
 class NetworkCause(enum.StrEnum):
