@@ -303,7 +303,8 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         else:
             regime = Regime.HEALTHY
             closest = judge.closest()
-            margin = math.log2(1.0 / closest) if closest > 1.0 / _RATIO_MAX else math.log2(_RATIO_MAX)
+            # A statistic can pass its ratio with nothing binding (load explains TPOT): margin 0 then.
+            margin = max(0.0, math.log2(1.0 / closest)) if closest > 1.0 / _RATIO_MAX else math.log2(_RATIO_MAX)
             rests_on = [r[0] for r in judge.rows if r[6]]
             caps.extend(_healthy_caps(ph, has_ttft, has_tpot))
             if ph.link.binding:
