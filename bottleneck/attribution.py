@@ -174,7 +174,7 @@ def _edge_state(snap: SliceSnapshot, th: Thresholds) -> LinkState:
 
 def added_delay_s(snap: SliceSnapshot, th: Thresholds) -> float | None:
     """The WAN path's RTT above its reference (0 within noise), or None without both."""
-    rtt, ref = snap.wan_rtt_s, snap.ref_wan_rtt_s
+    rtt, ref = snap.wan_rtt_s, snap.wan_base_rtt_s
     if rtt is None or ref is None:
         return None
     return rtt - ref if rtt > ref * (1.0 + th.wan_rtt_noise_ratio) else 0.0

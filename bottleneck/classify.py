@@ -239,7 +239,6 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         and sn.ref_output_tokens_per_s is None
         and sn.ref_ttft_p99_s is None
         and sn.ref_tpot_p99_s is None
-        and sn.ref_wan_rtt_s is None
     )
     ref_source = "input" if inline else (reference.source if reference is not None else "none")
     evidence: list[Evidence] = [

@@ -60,7 +60,6 @@ def learn_reference(
         output_tokens_per_s=_ewma(base.output_tokens_per_s, snapshot.output_tokens_per_s, a),
         ttft_p99_s=_ewma(base.ttft_p99_s, snapshot.ttft_p99_s, a),
         tpot_p99_s=_ewma(base.tpot_p99_s, snapshot.tpot_p99_s, a),
-        wan_rtt_s=_ewma(base.wan_rtt_s, snapshot.wan_rtt_s, a),
         tokens_per_s_saturation=_ewma(base.tokens_per_s_saturation, _saturation(base, snapshot, policy), a),
         source="learned",
         samples=base.samples + 1,

@@ -168,14 +168,15 @@ def wan(snap: SliceSnapshot, th: Thresholds, delay_s: float | None) -> tuple[Evi
             )
         )
     if snap.wan_rtt_s is not None:
+        base = snap.wan_base_rtt_s
         ev.append(
             Evidence(
                 "wan_rtt_s",
                 snap.wan_rtt_s,
-                reference=snap.ref_wan_rtt_s,
-                threshold=snap.ref_wan_rtt_s * (1.0 + th.wan_rtt_noise_ratio) if snap.ref_wan_rtt_s is not None else None,
+                reference=base,
+                threshold=base * (1.0 + th.wan_rtt_noise_ratio) if base is not None else None,
                 crossed=bool(delay_s),
-                note="path RTT vs its reference" if snap.ref_wan_rtt_s is not None else "no reference RTT: an added delay cannot be told",
+                note="path RTT vs its declared (base) RTT" if base is not None else "no base RTT: an added delay cannot be told",
             )
         )
     return tuple(ev)

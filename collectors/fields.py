@@ -32,6 +32,7 @@ from inferslice import metric_names as m
 from inferslice.common.promtime import format_duration
 
 Matchers = tuple[tuple[str, str], ...]
+SHARED_SLICE = "shared"  # the slice label of a link every tier crosses (the network exporter's)
 Agg = Literal["sum", "max", "min"]
 Perspective = Literal["engine", "client"]
 
@@ -85,6 +86,28 @@ class GpuJoin:
     allocated: str
 
 
+WanValue = Literal["rx_bps", "capacity_bps", "rtt_s", "base_rtt_s"]
+WanRank = Literal["utilization", "rtt_excess"]
+
+
+@dataclass(frozen=True)
+class WanPath:
+    """A value of one WAN link on the slice's path to the gateway: the link ranked first by ``rank``.
+
+    The path series (``inferslice_slice_wan_path_rtt_seconds{slice,pop,peer_pop,link}``, valued at the
+    link's declared RTT) join the shared link counters and capacity on ``(pop, link)`` and the PoP
+    probes on ``(pop, peer_pop)``: per (slice, link) ``rx_bps`` (delivered toward the gateway),
+    ``capacity_bps``, ``rtt_s`` (mean probe RTT over the window), ``base_rtt_s`` (declared);
+    ``utilization`` = rx / capacity, ``rtt_excess`` = rtt - declared."""
+
+    value: WanValue
+    rank: WanRank
+    path: str = m.SLICE_WAN_PATH_RTT
+    receive_bytes: str = m.LINK_RECEIVE_BYTES
+    capacity: str = m.LINK_CAPACITY_BPS
+    rtt: str = m.POP_RTT
+
+
 @dataclass(frozen=True)
 class FirstOf:
     """PromQL ``or``: the first option that yields a value for a slice."""
@@ -92,7 +115,7 @@ class FirstOf:
     options: tuple[Spec, ...]
 
 
-Spec = Quantile | HistogramMean | RateSum | Increase | Gauge | GpuJoin | FirstOf
+Spec = Quantile | HistogramMean | RateSum | Increase | Gauge | GpuJoin | WanPath | FirstOf
 
 
 @dataclass(frozen=True)
@@ -135,6 +158,10 @@ def field_specs(settings: FieldSettings) -> dict[str, Spec]:
         "gpu_share": Gauge("min", (m.REPLICA_GPU_SHARE,)),
         "kv_cache_usage": Gauge("max", (m.ENGINE_KV_CACHE_USAGE,), (("stat", "max"),)),
         "preemptions_per_s": RateSum(m.ENGINE_PREEMPTIONS),
+        "wan_rx_bps": WanPath("rx_bps", "utilization"),
+        "wan_capacity_bps": WanPath("capacity_bps", "utilization"),
+        "wan_rtt_s": WanPath("rtt_s", "rtt_excess"),
+        "wan_base_rtt_s": WanPath("base_rtt_s", "rtt_excess"),
         "slo_ttft_p99_s": Gauge("max", (m.SLO_TTFT_THRESHOLD,)),
     }
 
@@ -185,5 +212,22 @@ def render_promql(spec: Spec, slices: tuple[str, ...], window_s: float) -> str:
     if isinstance(spec, GpuJoin):
         hosts = f"count by (slice, pop, gpu) ({_selector(spec.allocated, sel)} > 0) * 0 + 1"
         return f"avg by (slice) (({hosts}) * on (pop, gpu) group_left () max by (pop, gpu) ({spec.utilization}))"
+    if isinstance(spec, WanPath):
+        return _render_wan(spec, slices, window_s)
     # FirstOf
     return " or ".join(f"({render_promql(o, slices, window_s)})" for o in spec.options)
+
+
+def _render_wan(spec: WanPath, slices: tuple[str, ...], window_s: float) -> str:
+    """Per (slice, pop, peer_pop, link) series joined onto the path, then the value of each slice's top-ranked link."""
+    w = format_duration(window_s)
+    shared = f'{{slice="{SHARED_SLICE}"}}'
+    path = _selector(spec.path, slice_matcher(slices))
+    one = f"({path} * 0 + 1)"
+    onto = "* on (pop, link) group_right ()"
+    rx = f"(8 * rate({spec.receive_bytes}{shared}[{w}]) {onto} {one})"
+    cap = f"({spec.capacity}{shared} {onto} {one})"
+    rtt = f"((rate({spec.rtt}_sum[{w}]) / rate({spec.rtt}_count[{w}])) * on (pop, peer_pop) group_right () {one})"
+    values = {"rx_bps": rx, "capacity_bps": cap, "rtt_s": rtt, "base_rtt_s": f"({path} * 1)"}
+    rank = f"({rx} / {cap})" if spec.rank == "utilization" else f"({rtt} - {path})"
+    return f"max by (slice) ({values[spec.value]} * (topk by (slice) (1, {rank}) * 0 + 1))"

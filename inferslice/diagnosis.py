@@ -31,7 +31,7 @@ class NetworkCause(enum.StrEnum):
     - ``wan_link``: a WAN link on the tier's path at its physical rate (``wan_rx_bps`` near
       ``wan_capacity_bps``: cross-traffic, a degraded link) while the slice's own cap does not bind:
       a cap raise or a scale-out in place is futile; moving replicas to a PoP on another path cures it.
-    - ``wan_delay``: the path's RTT above its reference (``wan_rtt_s`` vs ``ref_wan_rtt_s``) adds to
+    - ``wan_delay``: the path's RTT above its reference (``wan_rtt_s`` vs ``wan_base_rtt_s``) adds to
       every first token: move replicas to a nearer PoP or a path without the delay.
     """
 

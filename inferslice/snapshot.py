@@ -30,7 +30,6 @@ class Reference:
     # The output token rate at which decode saturates (TPOT = a / (1 - rate / saturation), fitted
     # over healthy windows at several loads); None: the classifier's prior.
     tokens_per_s_saturation: float | None = None
-    wan_rtt_s: float | None = None  # the tier's WAN path RTT unloaded: an added delay is judged against it
     source: str = "unset"  # "learned", "configured" or "unset": the evidence says which
     samples: int = 0
 
@@ -59,13 +58,17 @@ class SliceSnapshot:
     link_tx_bps: float | None = None
     link_cap_bps: float | None = None
     link_capacity_bps: float | None = None  # the interface's physical rate: what an uncapped link is judged against
-    # The tier's WAN path (replicas' PoPs to its client edge): a link there that binds is not a slice
-    # cap (cross-traffic, a degraded link) and a cap raise cannot cure it; moving replicas to a PoP on
-    # another path can. ``wan_*_bps``: the path's most utilised WAN link, all traffic it carries in the
-    # response direction (every slice and cross-traffic) and its physical rate.
+    # The WAN links the slice's replicas reach the gateway over (none: every replica at the gateway):
+    # the fullest one (delivered / physical rate) by what it carries toward the gateway, all traffic
+    # on it counted (other tiers', cross-traffic), and its physical rate; the one whose measured
+    # round trip most exceeds its declared one, by both.
+    # (Lead, for everyone merging: these four are the project's one WAN vocabulary, measured by the
+    # network exporter's path source and joined by both collectors. The classifier and the controller
+    # read them; an RTT excess is wan_rtt_s - wan_base_rtt_s. Do not add parallel WAN fields.)
     wan_rx_bps: float | None = None
     wan_capacity_bps: float | None = None
-    wan_rtt_s: float | None = None  # the path's round-trip time now (an added WAN delay shows here)
+    wan_rtt_s: float | None = None
+    wan_base_rtt_s: float | None = None
     requests_waiting: float | None = None
     requests_running: float | None = None
     queue_time_p99_s: float | None = None
@@ -82,7 +85,6 @@ class SliceSnapshot:
     ref_output_tokens_per_s: float | None = None
     ref_ttft_p99_s: float | None = None
     ref_tpot_p99_s: float | None = None
-    ref_wan_rtt_s: float | None = None
 
     def reference(self) -> Reference | None:
         """The reference carried inline (``ref_*`` keys), if any."""
@@ -94,7 +96,6 @@ class SliceSnapshot:
             output_tokens_per_s=self.ref_output_tokens_per_s,
             ttft_p99_s=self.ref_ttft_p99_s,
             tpot_p99_s=self.ref_tpot_p99_s,
-            wan_rtt_s=self.ref_wan_rtt_s,
             source="input",
         )
         inline = (
@@ -105,7 +106,6 @@ class SliceSnapshot:
             ref.output_tokens_per_s,
             ref.ttft_p99_s,
             ref.tpot_p99_s,
-            ref.wan_rtt_s,
         )
         if all(v is None for v in inline):
             return None
@@ -122,7 +122,6 @@ class SliceSnapshot:
             ref_output_tokens_per_s=(self.ref_output_tokens_per_s if self.ref_output_tokens_per_s is not None else ref.output_tokens_per_s),
             ref_ttft_p99_s=self.ref_ttft_p99_s if self.ref_ttft_p99_s is not None else ref.ttft_p99_s,
             ref_tpot_p99_s=self.ref_tpot_p99_s if self.ref_tpot_p99_s is not None else ref.tpot_p99_s,
-            ref_wan_rtt_s=self.ref_wan_rtt_s if self.ref_wan_rtt_s is not None else ref.wan_rtt_s,
         )
 
     def to_dict(self, drop_none: bool = True) -> dict[str, Any]:

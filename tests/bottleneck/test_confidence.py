@@ -167,7 +167,7 @@ def test_an_added_wan_delay_is_network_limited_by_delay() -> None:
         requests_waiting=0.0,
         replicas=1.0,
         wan_rtt_s=0.22,
-        ref_wan_rtt_s=0.02,
+        wan_base_rtt_s=0.02,
     )
     d = classify(s)
     assert d.regime is Regime.NETWORK_LIMITED and d.network_cause is NetworkCause.WAN_DELAY
