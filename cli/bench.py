@@ -11,6 +11,7 @@
     inferslice bench console [--out DIR] [--no-browser]                (API cost of a live update, page load in chromium)
     inferslice bench scale [--pops 100] [--tiers 10] [--rounds 4]  (1,000 slices: exporter, diagnosis round, PromQL)
     inferslice bench all --out DIR                                  (each as DIR/<name>.json + DIR/summary.md)
+    inferslice bench docs [--check] [--root DIR] [FILE ...]        (the docs' marked figures from bench/results/)
 
 Each prints a markdown summary; ``--json FILE`` (``-`` for stdout) also writes the raw result.
 """
@@ -181,6 +182,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--engine", default=None, metavar="TIER=vllm",
                    help="serve TIER with a real vLLM (CPU) and draw single causes on it (cap, load, CPU quota)")
     g.add_argument("--vllm-venv", default=None, help="the vLLM venv (default $INFERSLICE_VLLM_VENV or ./.venv-vllm)")
+    text = "rewrite the figures marked <!-- fig:... --> in the docs from the committed results (bench/docfigs.py)"
+    p = sub.add_parser("docs", help=text, description=text)
+    p.add_argument("--check", action="store_true", help="change nothing; exit 1 listing every figure that differs from its result")
+    p.add_argument("--root", default=".", help="the repository root the markers' paths are relative to (default: .)")
+    p.add_argument("files", nargs="*", help="markdown files (default: README.md, docs/**/*.md, bench/results/**/*.md)")
     p = sub.add_parser("all", help="every benchmark; JSON + markdown into --out", description="every benchmark")
     p.add_argument("--out", required=True, help="directory for <name>.json and summary.md")
     p.add_argument("--only", default=",".join(NAMES), help=f"comma-separated subset of {','.join(NAMES)}")
@@ -228,7 +234,26 @@ def _json(result: dict[str, Any]) -> str:
     return json.dumps(clean(result), indent=2, sort_keys=True) + "\n"
 
 
+def _run_docs(args: argparse.Namespace) -> int:
+    from inferslice.bench import docfigs
+
+    root = Path(args.root)
+    files = [Path(f) for f in args.files] if args.files else docfigs.doc_files(root)
+    try:
+        stale, seen = docfigs.update(root.resolve(), [f.resolve() for f in files], write=not args.check)
+    except (OSError, PermanentError) as err:
+        print(f"inferslice bench docs: {err}", file=sys.stderr)
+        return 1
+    for s in stale:
+        print(f"{s.file}:{s.line}: {s.shown!r} -> {s.expected!r}  ({s.spec})")
+    verb = "stale" if args.check else "rewritten"
+    print(f"{seen} figures in {len(files)} files, {len(stale)} {verb}", file=sys.stderr)
+    return 1 if (args.check and stale) else 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.bench == "docs":
+        return _run_docs(args)
     if args.bench == "control":  # writes its own summary.json, plots and report.md into --out
         from inferslice.bench import control as control_bench
 

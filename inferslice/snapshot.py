@@ -58,6 +58,9 @@ class SliceSnapshot:
     # the fullest one (delivered / physical rate) by what it carries toward the gateway, all traffic
     # on it counted (other tiers', cross-traffic), and its physical rate; the one whose measured
     # round trip most exceeds its declared one, by both.
+    # (Lead, for everyone merging: these four are the project's one WAN vocabulary, measured by the
+    # network exporter's path source and joined by both collectors. The classifier and the controller
+    # read them; an RTT excess is wan_rtt_s - wan_base_rtt_s. Do not add parallel WAN fields.)
     wan_rx_bps: float | None = None
     wan_capacity_bps: float | None = None
     wan_rtt_s: float | None = None
