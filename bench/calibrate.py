@@ -13,6 +13,8 @@ confidence is the table's value held below the bar.
 from __future__ import annotations
 
 import datetime as dt
+import json
+import textwrap
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,6 +24,7 @@ from inferslice.bench.corpus_metrics import REGIME_CLASS, Truth
 from inferslice.bench.corpus_windows import LabelledWindow
 from inferslice.bottleneck import DEFAULT, classify
 
+Step = tuple[float, float, int]  # (margin upper bound, probability right, windows)
 MIN_BLOCK = 30  # windows per step: a share from 30 windows is known to ~+-0.09 at 0.8; fewer is noise
 
 
@@ -59,43 +62,47 @@ def pav(points: Sequence[tuple[float, bool]], min_block: int = MIN_BLOCK) -> lis
     return out
 
 
-def margin_points(windows: Sequence[LabelledWindow]) -> dict[str, list[tuple[float, bool]]]:
-    """Per predicted regime: (margin, right) of every uncapped verdict."""
+def margin_points(windows: Sequence[LabelledWindow], include_capped: bool = False) -> dict[str, list[tuple[float, bool]]]:
+    """Per predicted regime: (margin, right) of every uncapped verdict (every verdict with ``include_capped``)."""
     points: dict[str, list[tuple[float, bool]]] = defaultdict(list)
     for w in windows:
         d = classify(w.snapshot, w.reference, DEFAULT)
         if d.regime.value == "unknown":
             continue
         ev = {e.signal: e for e in d.evidence}
-        if "confidence_cap" in ev or "confidence_margin" not in ev:
+        if ("confidence_cap" in ev and not include_capped) or "confidence_margin" not in ev:
             continue
         right = REGIME_CLASS[d.regime.value] == Truth.of(w.truth, w.tier).primary
         points[d.regime.value].append((float(ev["confidence_margin"].value or 0.0), right))
     return points
 
 
-def fit(windows: Sequence[LabelledWindow], min_block: int = MIN_BLOCK) -> dict[str, list[tuple[float, float, int]]]:
-    return {regime: pav(pts, min_block) for regime, pts in sorted(margin_points(windows).items()) if pts}
+def fit(windows: Sequence[LabelledWindow], min_block: int = MIN_BLOCK, include_capped: bool = False) -> dict[str, list[Step]]:
+    return {regime: pav(pts, min_block) for regime, pts in sorted(margin_points(windows, include_capped).items()) if pts}
 
 
 def render(table: Mapping[str, Sequence[tuple[float, float, int]]], provenance: str) -> str:
+    wrapped = textwrap.wrap(provenance, 96)
     lines = [
         '"""The confidence calibration table (``bottleneck/confidence.py``). Written by ``inferslice bench corpus',
-        "calibrate`` (bench/calibrate.py); edit the corpus or the fit, not this file.",
+        'calibrate`` (bench/calibrate.py); edit the corpus or the fit, not this file.',
         "",
-        "Provenance: " + provenance,
+        "Provenance:",
+        *wrapped,
         '"""',
         "",
         "from __future__ import annotations",
         "",
-        f"PROVENANCE = {provenance!r}",
+        "PROVENANCE = (",
+        *(f"    {json.dumps(part + (' ' if i < len(wrapped) - 1 else ''))}" for i, part in enumerate(wrapped)),
+        ")",
         "UNCALIBRATED = 0.5  # a regime the tune seeds never produced: no evidence it is right",
         "# regime -> ((margin upper bound, probability right), ...), ascending; the last bound is +inf.",
         "# Each step's window count is in the comment beside it.",
         "TABLE: dict[str, tuple[tuple[float, float], ...]] = {",
     ]
     for regime, steps in table.items():
-        lines.append(f"    {regime!r}: (")
+        lines.append(f"    {json.dumps(regime)}: (")
         for upper, p, n in steps:
             bound = 'float("inf")' if upper == float("inf") else f"{upper:.4f}"
             lines.append(f"        ({bound}, {p:.4f}),  # {n} windows")

@@ -35,13 +35,14 @@ TARGETS = {"ac1": 0.97, "compound_exact": 0.9, "attr_mean_pp": 15.0, "attr_p90_p
 RCA_FILE = "rca-ranks.json"
 
 
-def code_hash(root: Path, paths: Sequence[str] = VERDICT_CODE) -> dict[str, Any]:
+def code_hash(root: Path, paths: Sequence[str] = VERDICT_CODE, exclude: Sequence[str] = ()) -> dict[str, Any]:
     """sha256 over (path, bytes) of every .py file that decides a verdict, plus the git commit and
-    whether any of them differs from it."""
+    whether any of them differs from it (``exclude``: paths left out, e.g. the table a fit writes)."""
     files: list[Path] = []
     for rel in paths:
         p = root / rel
         files.extend(sorted(p.rglob("*.py")) if p.is_dir() else [p])
+    files = [f for f in files if str(f.relative_to(root)) not in exclude]
     h = hashlib.sha256()
     for f in files:
         h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
@@ -359,7 +360,8 @@ def main(args: argparse.Namespace, root: Path) -> int:
     if not ws:
         raise ValueError(f"no corpus window has a seed in {args.seeds}")
     target = args.write or root / "bottleneck" / "calibration.py"
-    out = calibrate.calibrate(ws, args.seeds, [str(c) for c in args.corpus], code_hash(root)["sha256"], target)
+    sha = code_hash(root, exclude=("bottleneck/calibration.py",))["sha256"]  # the classifier the table is fitted on
+    out = calibrate.calibrate(ws, args.seeds, [str(c) for c in args.corpus], sha, target)
     for regime, steps in out["table"].items():
         print(f"{regime}: " + ", ".join(f"<= {u:.2f}: {p:.3f} ({n})" for u, p, n in steps))
     print(f"wrote {target}")
