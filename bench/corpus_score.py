@@ -26,6 +26,7 @@ from typing import Any
 from inferslice.bench import corpus_metrics as cm
 from inferslice.bench import corpus_peers as peers
 from inferslice.bench.corpus_windows import LabelledWindow, corpus_files, inferslice_verdict, labelled, read_jsonl
+from inferslice.bottleneck import DEFAULT
 from inferslice.diagnosis import CONFIDENT
 
 # Everything that decides a verdict: the classifier, the vocabulary it reads and writes, and the
@@ -332,7 +333,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     return score(args.corpus, seeds, args.out, args.split, root, python, tune, args.rerun_rca)
 
 
-COMMANDS = ("score", "calibrate")
+COMMANDS = ("score", "calibrate", "tune")
 
 
 def add_subcommands(csub: Any) -> None:
@@ -344,6 +345,11 @@ def add_subcommands(csub: Any) -> None:
     c.add_argument("--corpus", action="append", type=Path, required=True, help="a corpus directory or windows.jsonl[.gz] (repeatable)")
     c.add_argument("--seeds", required=True, help="the tune seeds, A-B: never the test or blind ones")
     c.add_argument("--write", type=Path, default=None, help="the table file (default: bottleneck/calibration.py in the repository)")
+    text = "choose the classifier's thresholds on the tune seeds (coordinate descent; writes tune.json)"
+    t = csub.add_parser("tune", help=text, description=text)
+    t.add_argument("--corpus", action="append", type=Path, required=True, help="a corpus directory or windows.jsonl[.gz] (repeatable)")
+    t.add_argument("--seeds", required=True, help="the tune seeds, A-B: never the test or blind ones")
+    t.add_argument("--out", required=True, type=Path, help="directory for tune.json")
 
 
 def main(args: argparse.Namespace, root: Path) -> int:
@@ -353,12 +359,17 @@ def main(args: argparse.Namespace, root: Path) -> int:
         missed = [t for t in result["targets"] if not t["met"]]
         print(f"{len(result['targets']) - len(missed)} of {len(result['targets'])} targets met; results in {args.out}")
         return 0
-    from inferslice.bench import calibrate
+    from inferslice.bench import calibrate, corpus_tune
 
     seeds = set(parse_seeds(args.seeds))
     ws = [w for w in load(args.corpus) if w.seed in seeds]
     if not ws:
         raise ValueError(f"no corpus window has a seed in {args.seeds}")
+    if args.corpus_command == "tune":
+        chosen, trials = corpus_tune.tune(ws)
+        result = corpus_tune.write(args.out, DEFAULT, chosen, trials, args.seeds)
+        print(f"{len(trials)} trials on {len(ws)} tune windows x sources; changed: {result['changed'] or 'nothing'}")
+        return 0
     target = args.write or root / "bottleneck" / "calibration.py"
     sha = code_hash(root, exclude=("bottleneck/calibration.py",))["sha256"]  # the classifier the table is fitted on
     out = calibrate.calibrate(ws, args.seeds, [str(c) for c in args.corpus], sha, target)

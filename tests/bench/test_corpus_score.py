@@ -155,3 +155,20 @@ def test_one_command_scores_a_split_and_records_the_code_hash(tmp_path: Path) ->
         assert (tmp_path / "out" / name).stat().st_size > 0
     assert "rule-link-util" in result["sources"]["embedded"]
     assert any(t["target"].startswith("AC@1") for t in result["targets"])
+
+
+def test_tuning_moves_a_threshold_the_tune_seeds_ask_for() -> None:
+    from inferslice.bench.corpus_tune import tune
+
+    rows = []
+    for seed in (1, 2):
+        for k in range(1, 10):
+            row = _row(seed, "all", k, queue=k >= 4)
+            if k >= 4:  # a milder queue: median TTFT x2 and P99 x2.5 (under the SLO), default ratios x3 miss it
+                for snap in row["snapshots"].values():
+                    snap.update(ttft_p50_s=0.1, ttft_p99_s=0.25, requests_waiting=1.0)  # not yet a standing queue at the ceiling
+            rows.append(row)
+    ws = labelled(rows)
+    chosen, trials = tune(ws, grid={"ttft_inflation_ratio": (1.5, 2.0, 3.0), "ttft_tail_inflation_ratio": (2.0, 3.0)}, passes=1)
+    assert chosen.ttft_inflation_ratio <= 2.0
+    assert trials[0]["worst_cell_ac1"] < 1.0 and max(t["worst_cell_ac1"] for t in trials) == 1.0
