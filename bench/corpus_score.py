@@ -25,6 +25,7 @@ from typing import Any
 
 from inferslice.bench import corpus_metrics as cm
 from inferslice.bench import corpus_peers as peers
+from inferslice.bench.corpus_draws import parse_seeds  # the generator's seed syntax: A-B, A, A-B,C
 from inferslice.bench.corpus_windows import LabelledWindow, corpus_files, inferslice_verdict, labelled, read_jsonl
 from inferslice.bottleneck import DEFAULT
 from inferslice.diagnosis import CONFIDENT
@@ -304,22 +305,6 @@ def score(
     (out / "score.md").write_text(markdown(result))
     reliability_png(result, out / "reliability.png")
     return result
-
-
-def parse_seeds(text: str) -> list[int]:
-    """``A-B`` (inclusive), ``A`` or ``A-B,C``: the generator's seed syntax."""
-    seeds: set[int] = set()
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        lo, sep, hi = part.partition("-")
-        a, b = int(lo), int(hi) if sep else int(lo)
-        if b < a:
-            raise ValueError(f"empty seed range {part!r}")
-        seeds.update(range(a, b + 1))
-    if not seeds:
-        raise ValueError("no seeds")
-    return sorted(seeds)
 
 
 def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:

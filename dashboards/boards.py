@@ -422,34 +422,55 @@ def control() -> dict[str, Any]:
             "Pending approvals (1h)",
             [Query(f"sum by (slice) (increase({act}{{{outcome(q.OUTCOME_PENDING)}}}[1h]))", "{{slice}}")],
             p.COUNT,
-            w=6,
+            w=4,
             description="Actions that entered the approval queue in the last hour.",
         ),
-        p.stat("Applied (1h)", [Query(f"sum by (slice) (increase({act}{{{outcome(q.OUTCOME_APPLIED)}}}[1h]))", "{{slice}}")], p.COUNT, w=6),
+        p.stat("Applied (1h)", [Query(f"sum by (slice) (increase({act}{{{outcome(q.OUTCOME_APPLIED)}}}[1h]))", "{{slice}}")], p.COUNT, w=4),
         p.stat(
-            "Futile (1h)",
-            [Query(f"sum by (slice) (increase({act}{{{outcome(q.OUTCOME_FUTILE)}}}[1h]))", "{{slice}}")],
+            "Effective (1h)",
+            [Query(f"sum by (slice) (increase({act}{{{outcome(q.OUTCOME_EFFECTIVE)}}}[1h]))", "{{slice}}")],
             p.COUNT,
-            w=6,
-            description="Applied without changing the regime (for example replicas added to a network-limited tier).",
+            w=4,
+            description="Judged on a window measured under the action: its cause no longer binds.",
         ),
         p.stat(
-            "Futile share (1h)",
+            "Insufficient (1h)",
+            [Query(f"sum by (slice) (increase({act}{{{outcome(q.OUTCOME_INSUFFICIENT)}}}[1h]))", "{{slice}}")],
+            p.COUNT,
+            w=4,
+            description="The right remedy, too little: the cause still bound at its value, or a further step followed it.",
+        ),
+        p.stat(
+            "Ineffective (1h)",
+            [Query(f"sum by (slice) (increase({act}{{{outcome(q.OUTCOME_INEFFECTIVE)}}}[1h]))", "{{slice}}")],
+            p.COUNT,
+            w=4,
+            description="Measured under it, the cause still bound and it did not help (a cap the link left unused); rolled back if safe.",
+        ),
+        p.stat(
+            "Ineffective share (1h)",
             [
                 Query(
-                    f"sum by (slice) (increase({act}{{{outcome(q.OUTCOME_FUTILE)}}}[1h])) / "
+                    f"sum by (slice) (increase({act}{{{outcome(q.OUTCOME_INEFFECTIVE)}}}[1h])) / "
                     f"sum by (slice) (increase({act}{{{outcome(q.OUTCOME_APPLIED)}}}[1h]))",
                     "{{slice}}",
                 )
             ],
             p.RATIO,
-            w=6,
+            w=4,
         ),
         p.timeseries(
-            "Applied and futile actions",
+            "Applied actions and their verdicts",
             [
                 Query(f"sum by (slice, kind) (increase({act}{{{outcome(o)}}}[{RI}]))", f"{{{{slice}}}} {{{{kind}}}} {o}")
-                for o in (q.OUTCOME_APPLIED, q.OUTCOME_FUTILE, q.OUTCOME_REJECTED, q.OUTCOME_FAILED)
+                for o in (
+                    q.OUTCOME_APPLIED,
+                    q.OUTCOME_EFFECTIVE,
+                    q.OUTCOME_INSUFFICIENT,
+                    q.OUTCOME_INEFFECTIVE,
+                    q.OUTCOME_REJECTED,
+                    q.OUTCOME_FAILED,
+                )
             ],
             p.COUNT,
             w=12,
@@ -474,7 +495,7 @@ def control() -> dict[str, Any]:
         variables=[_slice_var()],
         annotations=[_actions_annotation(s)],
         tags=("inferslice", "control"),
-        description="The control loop's decisions, approvals, applied and futile actions.",
+        description="The control loop's decisions, approvals, applied actions and their verdicts (effective, insufficient, ineffective).",
     )
 
 

@@ -87,7 +87,7 @@ PERMISSIONS: tuple[Permission, ...] = (
         "inferslice.io",
         "sliceactions/status",
         ("patch",),
-        "move an action through Pending/Approved/Applied/Futile/RolledBack",
+        "move an action through Pending/Approved/Applied/Ineffective/RolledBack",
     ),
     Permission(
         Component.EXPORTER,

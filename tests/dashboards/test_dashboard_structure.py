@@ -108,7 +108,7 @@ def test_network_and_control_dashboards(artefacts):
     matrix = next(p for p in checks.iter_panels(_dash(artefacts, "inferslice-network")) if "matrix" in p["title"])
     assert matrix["transformations"][0]["id"] == "groupingToMatrix"
     ctl = _exprs(_dash(artefacts, "inferslice-control"))
-    for outcome in ("pending", "applied", "futile"):
+    for outcome in ("pending", "applied", "effective", "insufficient", "ineffective"):  # each verdict as such
         assert f'outcome="{outcome}"' in ctl
 
 
