@@ -22,6 +22,7 @@ Definitions (the report repeats them):
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +54,8 @@ class Verdict:
     confidence: float | None = None
     shares: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (stat, class) -> fraction of the excess
     network_cause: str | None = None
+    caps: tuple[str, ...] = ()  # why its confidence is held below the bar (inferslice only)
+    requests: float | None = None  # the requests its TTFT quantiles rest on
 
 
 @dataclass(frozen=True)
@@ -207,4 +210,28 @@ def network_causes(pairs: Iterable[tuple[Truth, Verdict]]) -> dict[str, Any]:
         n = sum(named.values())
         out[kind] = {"windows": n, "expected": EXPECTED_NETWORK_CAUSE[kind], "accuracy": _rate(named[EXPECTED_NETWORK_CAUSE[kind]], n),
                      "named": dict(named)}  # fmt: skip
+    return out
+
+
+def cap_reasons(pairs: Iterable[tuple[Truth, Verdict]]) -> dict[str, Any]:
+    """Per class: how many windows were capped below the bar, by reason (text up to its colon), and
+    the request counts the windows' quantiles rested on (min / median): why a class is not confident."""
+    tally: dict[str, Counter[str]] = defaultdict(Counter)
+    counts: dict[str, list[float]] = defaultdict(list)
+    windows: Counter[str] = Counter()
+    for t, v in pairs:
+        windows[t.primary] += 1
+        if v.requests is not None:
+            counts[t.primary].append(v.requests)
+        for c in dict.fromkeys(re.sub(r"\d+", "N", c.split(":")[0]) for c in v.caps):
+            tally[t.primary][c] += 1
+    out: dict[str, Any] = {}
+    for cls in sorted(windows):
+        xs = sorted(counts.get(cls, []))
+        out[cls] = {
+            "windows": windows[cls],
+            "capped_by": dict(tally[cls].most_common()),
+            "requests_min": xs[0] if xs else None,
+            "requests_median": xs[len(xs) // 2] if xs else None,
+        }
     return out

@@ -84,6 +84,7 @@ def figures(ws: Sequence[LabelledWindow], verdicts: Mapping[str, cm.Verdict], *,
             "calibration": cm.calibration(pairs),
             "confident": cm.confident_share(pairs, CONFIDENT),
             "network_causes": cm.network_causes(pairs),
+            "caps": cm.cap_reasons(pairs),
         }
     return out
 
@@ -243,6 +244,10 @@ def markdown(result: Mapping[str, Any]) -> str:
         cal = ours["calibration"]
         lines += [f"Calibration: ECE {cal['ece']} over {cal['windows']} windows (reliability.png). Confident (>= {CONFIDENT}) per class: "
                   + ", ".join(f"{c} {_pct(v['confident'])} %" for c, v in ours["confident"].items())]  # fmt: skip
+        for cls, c in ours["caps"].items():
+            if c["capped_by"]:
+                why = ", ".join(f"{r} ({n})" for r, n in list(c["capped_by"].items())[:4])
+                lines.append(f"Held below the bar, {cls} ({c['windows']} windows, median {c['requests_median']} requests): {why}")
         if ours["network_causes"]:
             causes = ours["network_causes"].items()
             named = ", ".join(f"{k} -> {v['expected']} {_pct(v['accuracy'])} % of {v['windows']}" for k, v in causes)

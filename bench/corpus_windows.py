@@ -172,4 +172,6 @@ def inferslice_verdict(w: Window, thresholds: Thresholds = DEFAULT) -> Verdict:
         confidence=d.confidence,
         shares=shares,
         network_cause=d.network_cause.value if d.network_cause is not None else None,
+        caps=tuple(c for e in d.evidence if e.signal == "confidence_cap" for c in e.note.split("; ")),
+        requests=d.request_count,
     )

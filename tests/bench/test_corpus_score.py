@@ -172,3 +172,15 @@ def test_tuning_moves_a_threshold_the_tune_seeds_ask_for() -> None:
     chosen, trials = tune(ws, grid={"ttft_inflation_ratio": (1.5, 2.0, 3.0), "ttft_tail_inflation_ratio": (2.0, 3.0)}, passes=1)
     assert chosen.ttft_inflation_ratio <= 2.0
     assert trials[0]["worst_cell_ac1"] < 1.0 and max(t["worst_cell_ac1"] for t in trials) == 1.0
+
+
+def test_cap_reasons_say_why_a_class_is_not_confident() -> None:
+    q = T("queue", ("queue",))
+    pairs = [
+        (q, cm.Verdict("queue", ("queue",), caps=("median TTFT from 4 requests: its rank interval ...",), requests=4.0)),
+        (q, cm.Verdict("queue", ("queue",), caps=("median TTFT from 3 requests: ...", "no reference: x"), requests=3.0)),
+        (q, cm.Verdict("queue", ("queue",), requests=30.0)),
+    ]
+    out = cm.cap_reasons(pairs)["queue"]
+    assert out["capped_by"] == {"median TTFT from N requests": 2, "no reference": 1}
+    assert out["requests_min"] == 3.0 and out["requests_median"] == 4.0
