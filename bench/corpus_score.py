@@ -318,6 +318,13 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         python = str(root / ".venv-rcaeval" / "bin" / "python")
     tune = parse_seeds(args.tune_seeds) if args.tune_seeds else []
     seeds = parse_seeds(args.seeds)
+    if args.expect_code:
+        code = code_hash(root)
+        if not code["sha256"].startswith(args.expect_code) or code["dirty"]:
+            raise ValueError(
+                f"the verdict code is not the frozen one: sha256 {code['sha256'][:16]} (expected {args.expect_code[:16]})"
+                + (", uncommitted changes" if code["dirty"] else "")
+            )
     if set(tune) & set(seeds):
         raise ValueError("--tune-seeds and --seeds overlap: the peers' mapping must not be learned on the scored seeds")
     return score(args.corpus, seeds, args.out, args.split, root, python, tune, args.rerun_rca)
@@ -377,3 +384,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, type=Path, help="directory for score.json, score.md, reliability.png")
     p.add_argument("--rcaeval-python", default=None, help="RCAEval's interpreter (default .venv-rcaeval/bin/python when present)")
     p.add_argument("--rerun-rca", action="store_true", help="rank again even if rca-ranks.json exists in --out")
+    p.add_argument(
+        "--expect-code",
+        default=None,
+        metavar="SHA256",
+        help="refuse to score unless the verdict code is committed and its sha256 starts with this (the frozen classifier: blind set)",
+    )

@@ -266,7 +266,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             return corpus_score.main(args, Path(__file__).resolve().parents[1])
         except ValueError as err:
-            raise ConfigError(str(err), "--seeds") from None
+            raise ConfigError(str(err)) from None
     if args.bench == "control":  # writes its own summary.json, plots and report.md into --out
         from inferslice.bench import control as control_bench
 

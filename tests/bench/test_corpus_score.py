@@ -184,3 +184,15 @@ def test_cap_reasons_say_why_a_class_is_not_confident() -> None:
     out = cm.cap_reasons(pairs)["queue"]
     assert out["capped_by"] == {"median TTFT from N requests": 2, "no reference": 1}
     assert out["requests_min"] == 3.0 and out["requests_median"] == 4.0
+
+
+def test_the_blind_score_refuses_code_that_is_not_the_frozen_one(tmp_path: Path) -> None:
+    import argparse
+
+    from inferslice.bench.corpus_score import run
+
+    args = argparse.Namespace(corpus=[tmp_path], seeds="1-2", tune_seeds=None, split="blind", out=tmp_path / "out", rcaeval_python=None,
+                              rerun_rca=False, expect_code="0" * 64)  # fmt: skip
+    with pytest.raises(ValueError, match="not the frozen one"):
+        run(args, ROOT)
+    assert not (tmp_path / "out").exists()  # nothing scored
