@@ -11,6 +11,7 @@ Key path: dot-separated keys; an integer indexes a list; ``name[k=v]`` picks the
 ``name`` whose ``k`` is ``v`` (compared as JSON text, so ``[interfaces=1000]`` and ``[name="free"]``).
 After the path: ``*N`` / ``/N`` (applied in order), then a ``str.format`` template (default ``{}``).
 
+A marker inside inline code or a fenced block is an example, left alone.
 ``inferslice bench docs`` rewrites every span of the docs from the results; ``--check`` only reports
 the stale ones (tests/consistency/test_doc_figures.py runs it on the repository's docs). Pure
 functions here (text in, text out); the CLI shell reads and writes the files.
@@ -30,6 +31,7 @@ from inferslice.errors import InputError
 # The opening marker, the value text (no nested marker, at most one line), the closing marker.
 SPAN = re.compile(r"<!--\s*fig:(?P<spec>[^>]*?)\s*-->(?P<value>[^<\n]*)<!--\s*/fig\s*-->")
 _SELECT = re.compile(r"^(?P<name>[^\[\]]*)\[(?P<key>[^=\]]+)=(?P<want>[^\]]+)\]$")
+_CODE = re.compile(r"^(```|~~~).*?^\1[^\n]*$|`[^`\n]+`", re.S | re.M)  # fenced blocks, inline code
 _OP = re.compile(r"^(?P<op>[*/])(?P<n>[0-9.eE+-]+)$")
 DEFAULT_FILES = ("README.md", "docs/**/*.md", "bench/results/**/*.md")
 
@@ -102,8 +104,11 @@ def render_value(spec: FigSpec, data: Any) -> str:
 def refresh(text: str, load: Callable[[str], Any], name: str = "") -> tuple[str, list[Stale]]:
     """(text with every span's value rendered from ``load(path)``, the spans whose value changed)."""
     stale: list[Stale] = []
+    code = [c.span() for c in _CODE.finditer(text)]
 
     def one(m: re.Match[str]) -> str:
+        if any(a <= m.start() < b for a, b in code):
+            return m[0]
         spec = FigSpec.parse(m["spec"])
         try:
             expected = render_value(spec, load(spec.path))
@@ -141,7 +146,8 @@ def update(root: Path, files: Iterable[Path], write: bool) -> tuple[list[Stale],
     seen = 0
     for f in files:
         text = f.read_text()
-        seen += len(SPAN.findall(text))
+        code = [c.span() for c in _CODE.finditer(text)]
+        seen += sum(1 for m in SPAN.finditer(text) if not any(a <= m.start() < b for a, b in code))
         new, changed = refresh(text, load, f.relative_to(root).as_posix() if f.is_relative_to(root) else str(f))
         stale += changed
         if write and new != text:

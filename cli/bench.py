@@ -170,6 +170,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from inferslice.bench import scale as scale_bench
 
     scale_bench.add_arguments(p)
+    text = "the randomised counterfactual diagnosis corpus (issue 17): generate windows on the testbed"
+    p = sub.add_parser("corpus", help=text, description=text)
+    csub = p.add_subparsers(dest="corpus_command", metavar="ACTION", required=True)
+    g = csub.add_parser("generate", help="run seeds' twins on the testbed and label every window by counterfactual",
+                        description="run seeds' twins on the testbed and label every window by counterfactual")
+    g.add_argument("--seeds", required=True, help="seeds A-B (inclusive), or A, or A-B,C,...")
+    g.add_argument("--out", required=True, type=Path, help="directory for windows.jsonl, seeds/, generate.json (resumes)")
+    g.add_argument("--topology", default=None, help="base topology (default: testbed/topology.yaml)")
+    g.add_argument("--state-dir", type=Path, default=Path("/run/inferslice-corpus"), help="the testbed's state directory")
+    g.add_argument("--engine", default=None, metavar="TIER=vllm",
+                   help="serve TIER with a real vLLM (CPU) and draw single causes on it (cap, load, CPU quota)")
+    g.add_argument("--vllm-venv", default=None, help="the vLLM venv (default $INFERSLICE_VLLM_VENV or ./.venv-vllm)")
     text = "rewrite the figures marked <!-- fig:... --> in the docs from the committed results (bench/docfigs.py)"
     p = sub.add_parser("docs", help=text, description=text)
     p.add_argument("--check", action="store_true", help="change nothing; exit 1 listing every figure that differs from its result")
@@ -246,6 +258,23 @@ def run(args: argparse.Namespace) -> int:
         from inferslice.bench import control as control_bench
 
         return control_bench.run(args)
+    if args.bench == "corpus":  # writes windows.jsonl, seeds/ and generate.json into --out
+        from inferslice.bench import corpus_draws, corpus_gen
+
+        try:
+            seeds = corpus_draws.parse_seeds(args.seeds)
+        except ValueError as err:
+            raise ConfigError(str(err), "--seeds") from None
+        settings = corpus_gen.GenSettings()
+        if args.engine:
+            tier, _, engine = args.engine.partition("=")
+            if engine != "vllm" or not tier:
+                raise ConfigError(f"expected TIER=vllm, got {args.engine!r}", "--engine")
+            settings = corpus_gen.GenSettings(real_tier=tier, vllm_venv=args.vllm_venv)
+        meta = corpus_gen.generate(seeds, args.out, args.state_dir, args.topology, settings)
+        done = {s: v for s, v in meta["seeds"].items() if int(s) in seeds}
+        print(f"{len(done)} seeds, {sum(v['windows'] for v in done.values())} windows in {args.out / corpus_gen.WINDOWS_FILE}")
+        return 0
     if args.bench == "console":  # writes console.json and console.md into --out
         from inferslice.bench import console as console_bench
 

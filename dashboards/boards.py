@@ -263,13 +263,31 @@ def tier_dashboard(topology: Topology, tier: Tier, api_url: str) -> dict[str, An
             [
                 Query(q.regime_active(s), instant=True, table=True),
                 Query(f"max by (slice) ({m.DIAGNOSIS_CONFIDENCE}{{{s}}})", instant=True, table=True),
+                Query(f"max by (slice) ({m.DIAGNOSIS_REQUESTS}{{{s}}})", instant=True, table=True),
             ],
             p.STATE,
             w=6,
             links=[("Diagnosis API", api)],
-            description="Regime now (value 1) and the classifier's confidence; the evidence is in the API's JSON.",
+            description="Regime now (value 1), the classifier's calibrated confidence (a verdict below 0.6 is a hint) "
+            "and the requests the window's quantiles rest on; the evidence is in the API's JSON.",
         ),
         p.text("Evidence", evidence, w=6),
+        p.timeseries(
+            "Diagnosis confidence",
+            [Query(f"max by (slice) ({m.DIAGNOSIS_CONFIDENCE}{{{s}}})", "confidence")],
+            p.RATIO,
+            w=12,
+            description="Calibrated: of the windows diagnosed at confidence c, a fraction c was right on the corpus's "
+            "test seeds. Below 0.6 the verdict is a hint (a field it rests on is missing, or too few requests).",
+        ),
+        p.timeseries(
+            "Requests per diagnosed window",
+            [Query(f"max by (slice) ({m.DIAGNOSIS_REQUESTS}{{{s}}})", "requests")],
+            p.COUNT,
+            w=12,
+            description="Requests whose first token the window saw: the sample its TTFT quantiles rest on. "
+            "A P99 needs hundreds; below the bound in docs/diagnosis.md the verdict is low-confidence.",
+        ),
         p.row("Where the latency goes"),
         *(
             p.timeseries(

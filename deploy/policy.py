@@ -78,15 +78,15 @@ def _workload_checks(obj: Mapping[str, Any]) -> list[str]:
             # Only the exporter's OVSDB proxy runs as uid 0 (documented in EXPORTER_NEEDS); every other container is hardened.
             hardened = platform_workload and not (exporter and c["name"] == "ovsdb-proxy")
             out += _container_checks(where, pod, c, hardened)
+            if platform_workload and obj["kind"] == "Deployment":
+                for probe in ("readinessProbe", "livenessProbe"):
+                    if probe not in c:
+                        out.append(f"{where}/{c['name']}: no {probe}")
         if platform_workload:
             out += _token_checks(where, pod)
         priority = pod.get("priorityClassName", "")
         if priority.startswith("system-") and namespace != "kube-system":
             out.append(f"{where}: priorityClassName {priority} outside kube-system (clusters that limit priority classes refuse it)")
-            if platform_workload and obj["kind"] == "Deployment":
-                for probe in ("readinessProbe", "livenessProbe"):
-                    if probe not in c:
-                        out.append(f"{where}/{c['name']}: no {probe}")
     return out
 
 

@@ -11,7 +11,10 @@ Under pytest-xdist (``make test`` runs ``-n 4 --dist loadgroup``) every such tes
 test is scheduled on its own. A test belongs to the group when its file lies under one of
 ``TESTBED_DIRS`` or is listed in ``TESTBED_FILES`` (by path: xdist's controller schedules by test id,
 before any worker imports a test). A test outside the group that takes the testbed lock fails saying
-how to join (docs/CONTRIBUTING.md, "Tests run in parallel").
+how to join (docs/CONTRIBUTING.md, "Tests run in parallel"). The few tests elsewhere that compare
+real-time measurements of two processes within a tight tolerance (``REALTIME_FILES``) form a second
+unit, ``realtime``; as root, workers running either unit keep the base priority and the others are
+niced, so CPU-bound tests yield to them.
 
 The scheduler is this file's own (``pytest_xdist_make_scheduler``): xdist 3.8's loadgroup tags a
 test by rewriting ``item._nodeid``, which pytest 9.2 no longer reads (its node id is ``item._id``), so
@@ -22,6 +25,7 @@ an ``@<group>`` suffix xdist may add (an ``xdist_group`` mark, once that works a
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +41,28 @@ TESTBED_FILES = (  # tests elsewhere that build the fixed-address testbed (they 
     "bench/test_control_testbed_smoke.py",
     "rayserve/test_testbed_ray.py",
 )
+# Tests elsewhere that compare what two processes measured in real time within a tight tolerance (a
+# client's TTFT against the engine's, a Prometheus rate against the embedded scraper's): one work unit
+# (one worker, one at a time) at the base priority, like the testbed's. Under -n 4 on 2 cores they
+# failed when they ran beside CPU-bound tests at the same priority.
+REALTIME_GROUP = "realtime"
+REALTIME_FILES = (
+    "consistency/test_loadgen_vs_engine.py",
+    "collectors/test_prometheus_parity.py",
+)
+# The testbed's tests measure latencies, rates and windows in real time on 2 shared cores: as root
+# every xdist worker starts this much nicer and one that runs a test of either group returns to the
+# base priority, so the CPU-bound tests of the other workers yield to it. (Not as another user: an
+# unprivileged process cannot lower its niceness again; the testbed's tests need root anyway.)
+WORKER_NICE = 10
+_base_priority: list[int] = []
+
+
+def group_of(rel: str) -> str | None:
+    """The work unit a test file (relative to tests/) belongs to, None for a test scheduled on its own."""
+    if in_testbed_group(rel):
+        return TESTBED_GROUP
+    return REALTIME_GROUP if rel in REALTIME_FILES else None
 
 
 def in_testbed_group(rel: str) -> bool:
@@ -57,6 +83,9 @@ def _order(item: pytest.Item) -> int:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER") and os.geteuid() == 0:
+        _base_priority.append(os.getpriority(os.PRIO_PROCESS, 0))
+        os.nice(WORKER_NICE)
     dist = getattr(config.option, "dist", "no")
     if getattr(config.option, "numprocesses", None) and dist not in ("loadgroup", "no"):
         raise pytest.UsageError(
@@ -77,16 +106,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     rootpath = Path(config.rootpath)
 
     class TestbedGroupScheduling(LoadScopeScheduling):
-        """Every test its own work unit, but the testbed group's tests one unit (in collection order).
+        """Every test its own work unit, but each group's tests one unit (in collection order).
 
-        LoadScopeScheduling hands out the largest unit first: the group starts at once, on one worker.
+        LoadScopeScheduling hands out the largest unit first: the testbed group starts at once, on one worker.
         """
 
         def _split_scope(self, nodeid: str) -> str:
             if nodeid.rfind("@") > nodeid.rfind("]"):
                 return nodeid.split("@")[-1]
-            path = nodeid.split("::", 1)[0]
-            return TESTBED_GROUP if in_testbed_group(_relative(rootpath / path)) else nodeid
+            return group_of(_relative(rootpath / nodeid.split("::", 1)[0])) or nodeid
 
     return TestbedGroupScheduling(config, log)
 
@@ -114,6 +142,8 @@ testbed_lock_module.testbed_lock = _guarded_lock  # type: ignore[assignment]
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    if _base_priority and group_of(_relative(Path(item.path))):
+        os.setpriority(os.PRIO_PROCESS, 0, _base_priority.pop())  # root may lower a niceness; children inherit it
     _current.append(item)
     try:
         return (yield)

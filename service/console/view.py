@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inferslice.actions import JUDGED_OUTCOMES, OUTCOME_INEFFECTIVE
+from inferslice.diagnosis import CONFIDENT
 from inferslice.topology import Tier, Topology, parse_slot
 
 COMPONENTS: tuple[str, ...] = ("queue", "network", "compute", "base")
@@ -186,6 +187,9 @@ def tier_block(
             "regime": diag.get("regime"),
             "secondary": list(diag.get("secondary") or []),
             "confidence": _num(diag.get("confidence")),
+            "confident": (_num(diag.get("confidence")) or 0.0) >= CONFIDENT,
+            "request_count": _num(diag.get("request_count")) if diag.get("request_count") is not None else _num(snap.get("request_count")),
+            "network_cause": diag.get("network_cause"),
             "slo": diag.get("slo"),
             "evidence": [_evidence(e) for e in diag.get("evidence") or [] if isinstance(e, Mapping)],
             "missing": list(diag.get("missing") or []),

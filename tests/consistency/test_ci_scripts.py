@@ -163,3 +163,24 @@ def test_an_xfail_is_a_skip_too(tmp_path: Path) -> None:
 
 def test_an_unreadable_report_fails(tmp_path: Path) -> None:
     assert _check(tmp_path, "<testsuites><testsuite").returncode == 1
+
+
+def test_the_dockerfile_build_stage_copies_every_installed_folder() -> None:
+    """.ci/hooks/wheel.sh builds the wheel from what deploy/Dockerfile's build stage COPYs: a mapped folder
+    it forgets would be missing from the image (setup.py skips a folder that is absent)."""
+    import ast
+
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    assigns = [n for n in ast.walk(tree) if isinstance(n, ast.Assign)]
+    mapped = next(ast.literal_eval(n.value) for n in assigns if getattr(n.targets[0], "id", "") == "MAPPED")
+    sources: list[str] = []
+    stage = 0
+    for line in (ROOT / "deploy" / "Dockerfile").read_text().splitlines():
+        if line.startswith("FROM "):
+            stage += 1
+        elif stage == 1 and line.startswith("COPY ") and "--from" not in line:
+            sources += [s.rstrip("/") for s in line.split()[1:-1]]
+    wanted = {"pyproject.toml", "setup.py", "README.md", "inferslice"} | {d for d in mapped if (ROOT / d / "__init__.py").exists()}
+    assert wanted <= set(sources), sorted(wanted - set(sources))
+    script = (ROOT / ".ci" / "hooks" / "wheel.sh").read_text()
+    assert "--no-index" in script and "wheel_smoke.py" in script and "would be ignored" in script

@@ -92,3 +92,9 @@ def test_the_cli_rewrites_and_checks(tmp_path: Path) -> None:
     assert subprocess.run(cli, capture_output=True, text=True, timeout=60).returncode == 0
     assert "-->0.43<!-- /fig -->" in doc.read_text()
     assert subprocess.run([*cli, "--check"], capture_output=True, text=True, timeout=60).returncode == 0
+
+
+def test_a_marker_in_code_is_an_example() -> None:
+    example = "<!-- fig:bench/results/X/summary.json#key.path {:.2f} -->0.45<!-- /fig -->"
+    text = f"inline `{example}` and\n```md\n{example}\n```\n"
+    assert docfigs.refresh(text, _load, "doc.md") == (text, [])  # _load would fail on that path

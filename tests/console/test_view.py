@@ -166,3 +166,24 @@ def test_controller_audit_rows_are_flattened_with_their_cause_share() -> None:
     assert (item["slice"], item["value"], item["state"], item["verdict"]) == ("standard", 1.2e6, "applied", "ineffective")
     assert item["cause_share"] == {"network": 0.9, "queue": 0.1, "compute": 0.0}
     assert item["diagnosis"] is None  # not resent at every poll
+
+
+def test_the_diagnosis_block_carries_confidence_and_the_request_count() -> None:
+    tiers = {t["name"]: t for t in _state(now=101.0, diag_ts=100.0, snapshot={"request_count": 37.0})["tiers"]}  # type: ignore[index]
+    d = tiers["free"]["diagnosis"]
+    assert d["confidence"] == 0.8 and d["confident"] is True  # 0.8 >= the 0.6 bar
+    assert d["request_count"] == 37.0  # from the snapshot when the diagnosis does not echo it
+    low = console_state(
+        TOPO,
+        {"free": {}},
+        {"free": {**_diag("met", 100.0), "confidence": 0.55, "request_count": 4.0}},
+        {},
+        {"pending": [], "timeline": [], "alerts": []},
+        {},
+        [],
+        101.0,
+        None,
+        ConsoleSettings(),
+    )
+    free = next(t for t in low["tiers"] if t["name"] == "free")  # type: ignore[union-attr]
+    assert free["diagnosis"]["confident"] is False and free["diagnosis"]["request_count"] == 4.0

@@ -78,6 +78,7 @@ def test_tier_dashboard_covers_every_layer_and_links_the_api(artefacts):
         m.LINK_TRANSMIT_BYTES,
         m.POP_RTT,
         m.DIAGNOSIS_CONFIDENCE,
+        m.DIAGNOSIS_REQUESTS,
     ):
         assert name in text, name
     assert 'slice="premium"' in text and "$slice" not in text
