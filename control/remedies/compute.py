@@ -16,6 +16,10 @@ def compute_remedy(step: Step, decided: frozenset[ActionKind]) -> Proposal:
     p, ss, st, s = step.p, step.ss, step.st, step.p.settings
     moves = []
     wait = held(C, st, step.confidence, s, step.now_s, compound=step.compound, ss=ss)
+    in_flight = [c.replica for c in st.checks if c.kind is ActionKind.RELOCATE and c.cause == C.value]
+    if wait is None and in_flight:
+        # The moves under way answer this verdict (it still sees the replicas they replace): no scale-out beside them.
+        wait = f"compute_limited while {', '.join(str(r) for r in in_flight)} move: their outcome check judges them"
     if wait is not None:
         out.holding = True
         event = held_event(step, C, wait)
