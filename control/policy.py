@@ -86,10 +86,15 @@ def _observe(st: ControlState, ss: SliceState, p: TierPolicy, now_s: float, even
     # capacity the move restores, and that recovery is no demand trend (the demo's Premium, its replicas
     # moved off a co-tenant, pre-scaled 2 -> 6 on it).
     moving = any(c.kind is ActionKind.RELOCATE for c in st.checks)
-    if behind_link or moving:
+    if behind_link:
         # ... nor from a trend measured before the link bound: kept, it would pre-scale the moment the
         # shadow lifts (the demo's load step into the squeeze, 20 s stale, pre-scaled Standard so).
         fc_state = replace(st.forecast, trend_per_s=0.0)
+    elif moving:
+        # The level follows the arrivals, the trend stays 0: frozen, the level's jump to the recovered
+        # rate once the move is judged would read as a steep trend (the demo's Premium: 2 -> 5 -> 6).
+        seen = update(st.forecast, lam, now_s, s.forecast_alpha, s.forecast_beta) if lam is not None else st.forecast
+        fc_state = replace(seen, trend_per_s=0.0)
     elif lam is not None:
         fc_state = update(st.forecast, lam, now_s, s.forecast_alpha, s.forecast_beta)
     else:
