@@ -3,7 +3,10 @@
 ``api_app(service, token=...)`` serves a service built elsewhere (the ``Platform``, ``inferslice
 api``); ``create_app(store, topology, ...)`` builds the service too (tests, benchmarks). Routes are
 sync functions on purpose: SQLite calls block, so FastAPI runs them on its thread pool and the
-store's lock serialises them. Mutating endpoints (``PUT .../reference``, ``POST /v1/snapshots``,
+store's lock serialises them. The exception is ``POST /v1/snapshots``, the one hot write: it
+classifies in memory on the event loop and awaits the store's group commit (``Store.submit``), so
+it holds no thread while its writes wait for the database, and answers 201 only once they are
+durable. Mutating endpoints (``PUT .../reference``, ``POST /v1/snapshots``,
 the Alertmanager webhook ``POST /v1/alerts``) need the bearer token; reads are open.
 
 The OpenAPI document is meant to be true (schemathesis checks it in CI): every status a route can
@@ -12,6 +15,7 @@ answer is documented, the snapshot body has its real schema, and undocumented me
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -216,10 +220,11 @@ def api_app(service: DiagnosisService, *, token: str | None = None, console_link
         responses={**BAD_BODY, **UNPROCESSABLE, **UNAUTHORIZED},
         openapi_extra=SNAPSHOT_REQUEST_BODY,
     )
-    def post_snapshot(body: SnapshotBody) -> Response:
-        """Store one window, classify it, store the diagnosis and step the episode machine."""
+    async def post_snapshot(body: SnapshotBody) -> Response:
+        """Store one window, classify it, store the diagnosis and step the episode machine; answered once stored."""
         snap, raw_id = _parse_snapshot(body)
-        result = service.ingest(snap)
+        result, durable = service.ingest_deferred(snap)
+        await asyncio.wrap_future(durable)  # SourceUnavailable (a failed commit) becomes a 503 below
         return _json(
             {"ts": result.ts, "diagnosis": _diagnosis_out(result.diagnosis, raw_id), "events": [e.to_dict() for e in result.events]}, 201
         )
