@@ -1,4 +1,15 @@
-"""``PrometheusSource``: snapshots from a Prometheus server's HTTP API, one query per field for all slices."""
+"""``PrometheusSource``: snapshots from a Prometheus server's HTTP API.
+
+Two ways to read a round, the same fields either way (``fields.field_specs``):
+
+- ``recorded=False``: one query per field over every slice (``fields.render_promql``); needs no
+  rules, costs the server a scan of every raw series a field reads, each round.
+- ``recorded=True``: the recording rules of ``collectors.recorded`` (generated into the rule file
+  with the loop's window and interval) did that work on Prometheus's schedule; a round is three
+  instant queries, one per combining family, whatever the slice count. ``pops`` narrows them to a
+  set of PoPs (a diagnosis shard's group); the answer can come from VictoriaMetrics or any other
+  PromQL endpoint the shards remote-write their recorded series to.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from inferslice.collectors import recorded
 from inferslice.collectors.fields import FieldSettings, field_specs, render_promql
 from inferslice.collectors.source import SliceConfig, assemble_snapshot, find_slice
 from inferslice.errors import ConfigError, ParseError, SourceUnavailable
@@ -21,6 +33,8 @@ class PrometheusSettings:
     base_url: str = "http://127.0.0.1:9090"  # the testbed's Prometheus
     timeout_s: float = 5.0  # a PromQL query over a few minutes of data answers in milliseconds; 5 s means it is down
     window_s: float = 10.0  # five scrapes at the testbed's 2 s interval, well inside a 20-30 s load step
+    recorded: bool = False  # read the snapshot recording rules (three queries a round) instead of one query per field
+    pops: tuple[str, ...] | None = None  # recorded: only these PoPs' parts (a diagnosis shard's group); None: all
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,7 @@ class PrometheusSource:
         self._last_ok_s: float | None = None
         self._last_error: str | None = None
         self._queries = 0
+        self.recorded_series = 0  # (slice, pop, term) samples the last recorded round read
 
     def close(self) -> None:
         self._client.close()
@@ -103,7 +118,29 @@ class PrometheusSource:
         self._last_error = None
         return samples
 
+    def recorded_queries(self, window_s: float) -> dict[str, str]:
+        """The three instant queries of a recorded round (by combining family)."""
+        pops = self.settings.pops
+        sel = "" if pops is None else "{pop=~" + recorded._quote("|".join(sorted(pops))) + "}"
+        return {fam: recorded.family_name(fam, window_s) + sel for fam in recorded.FAMILIES}
+
+    def _collect_recorded(self, names: tuple[str, ...], window_s: float, now_s: float) -> dict[str, dict[str, float | None]]:
+        parts: list[tuple[recorded.Combine, str, str, float]] = []
+        for fam, promql in self.recorded_queries(window_s).items():
+            for sample in self.query(promql, now_s):
+                sl, term = sample.labels.get("slice"), sample.labels.get(recorded.TERM_LABEL)
+                if sl and term:
+                    parts.append((fam, sl, term, sample.value))
+        self.recorded_series = len(parts)
+        terms = recorded.combine(parts)
+        empty: dict[str, float] = {}
+        return {
+            n: {f: recorded.value_of(spec, window_s, terms.get(n, empty)) for f, spec in self.specs.items()} for n in names
+        }
+
     def _collect(self, names: tuple[str, ...], window_s: float, now_s: float) -> dict[str, dict[str, float | None]]:
+        if self.settings.recorded:
+            return self._collect_recorded(names, window_s, now_s)
         per_slice: dict[str, dict[str, float | None]] = {n: {} for n in names}
         for field_name, promql in self.queries(names, window_s).items():
             for sl, value in by_slice(self.query(promql, now_s)).items():
@@ -135,4 +172,6 @@ class PrometheusSource:
             "last_ok_s": self._last_ok_s,
             "last_error": self._last_error,
             "queries": self._queries,
+            "recorded": self.settings.recorded,
+            **({"recorded_series": self.recorded_series} if self.settings.recorded else {}),
         }

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from inferslice.errors import ConfigError
 
@@ -187,6 +187,7 @@ class Timing(_Model):
 
 
 class Topology(_Model):
+    _tier_index: tuple[list[Tier], dict[str, Tier]] | None = PrivateAttr(default=None)
     name: str = "inferslice"
     model: str = Field(default="meta-llama/Llama-3.1-8B-Instruct", description="served model id (sets bytes per SSE chunk)")
     client: Client
@@ -244,10 +245,12 @@ class Topology(_Model):
 
     # -- lookups -------------------------------------------------------------------------------
     def tier(self, name: str) -> Tier:
-        for t in self.tiers:
-            if t.name == name:
-                return t
-        raise KeyError(name)
+        # An index, not a scan: a diagnosis round looks up each of 1,000 slices (a scan made it quadratic).
+        # Keyed by the list it was built from: ``model_copy(update={"tiers": ...})`` carries private state over.
+        built = self._tier_index
+        if built is None or built[0] is not self.tiers or len(built[1]) != len(self.tiers):
+            built = self._tier_index = (self.tiers, {t.name: t for t in self.tiers})
+        return built[1][name]
 
     def pop(self, name: str) -> Pop:
         for p in self.pops:

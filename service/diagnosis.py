@@ -64,7 +64,9 @@ def with_tier_defaults(snapshot: SliceSnapshot, tier: Tier | None) -> SliceSnaps
     if tier is None:
         return snapshot
     snap = with_configured_slos(snapshot, tier.slo_ttft_p99_s, tier.slo_tpot_p99_s)
-    return dataclasses.replace(snap, replicas_max=snap.replicas_max if snap.replicas_max is not None else float(tier.replicas_max))
+    if snap.replicas_max is not None:
+        return snap
+    return dataclasses.replace(snap, replicas_max=float(tier.replicas_max))
 
 
 class DiagnosisService:

@@ -1,0 +1,189 @@
+"""The snapshot fields as Prometheus recording rules: a diagnosis round is three instant queries.
+
+``render_promql`` asks one query per field over every slice (a 1,000-alternative ``slice=~``
+matcher each, 21 of them: 483,500 samples and 190 KiB of PromQL a round at 1,000 slices). Here the
+same field table (``fields.field_specs``) is compiled into *terms*, each a recording rule evaluated
+by Prometheus on its own schedule over every slice at once, grouped by ``(slice, pop)``; a round
+reads the recorded samples back with one query per combining family, whatever the slice count:
+
+- ``slice_pop:inferslice_snapshot:sum_w8s{term}``: per-PoP parts that add up across PoPs (counter
+  rates, a histogram's ``_sum`` and ``_count`` rates, gauges summed, the GPU join's sum and count);
+- ``slice_pop:inferslice_snapshot:max_w8s{term}``: per-PoP quantiles and gauges kept by ``max``;
+- ``slice_pop:inferslice_snapshot:min_w8s{term}``: gauges kept by ``min``.
+
+``w8s`` is the window the rates and quantiles cover (the loop's ``window_s``); the rule group runs
+every ``interval_s`` (the loop's interval), so a round reads what the last evaluation recorded.
+
+Why ``(slice, pop)`` and not ``slice``: with telemetry sharded by PoP (Prometheus Operator's
+``spec.shards``, hashed on the PoP) a shard sees only its PoPs, so it can only record per-PoP
+parts; the round combines them. Sums combine exactly (a rate over the fleet is the sum of the
+PoPs'), so do ``max``/``min`` gauges and the means (sum of ``_sum`` over sum of ``_count``). A
+quantile does not: for a slice spread over PoPs the round takes the highest PoP's, which bounds the
+slice's own from above (a mixture's quantile lies between its components'); for a slice inside one
+PoP, the synthetic fleet's and the usual case, it is exact. The PromQL semantics (``rate``'s
+extrapolation, ``histogram_quantile``'s interpolation) are Prometheus's own: the query layer only
+stores and returns samples, so VictoriaMetrics and Prometheus answer a round alike.
+
+Term ids are derived from the spec (``quantile:0.99:<histogram>``, ``rate:<counter>{matchers}``),
+not from the field, so one rule file serves both perspectives and every ``FieldSettings`` whose
+terms it records (the generator records the engine and the client perspective for the default
+link); a scale factor or a ``< below`` filter is applied when the round assembles the field.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from inferslice.collectors.fields import (
+    FieldSettings,
+    FirstOf,
+    Gauge,
+    GpuJoin,
+    HistogramMean,
+    Matchers,
+    Quantile,
+    RateSum,
+    Spec,
+    field_specs,
+)
+from inferslice.common.promtime import format_duration
+
+Combine = Literal["sum", "max", "min"]
+FAMILIES: tuple[Combine, ...] = ("sum", "max", "min")
+TERM_LABEL = "term"
+GROUP_NAME = "inferslice-snapshot"
+DEFAULT_WINDOW_SCRAPES = 4  # the loop's window in scrapes (8 s at the testbed's 2 s: enough samples for a P99)
+_BY = "slice, pop"
+_HAS_SLICE = 'slice!=""'  # series without a slice label are not any slice's (e.g. a node's GPU gauge)
+
+
+def family_name(combine: Combine, window_s: float) -> str:
+    """The recorded metric of one combining family for windows of ``window_s``."""
+    return f"slice_pop:inferslice_snapshot:{combine}_w{format_duration(window_s)}"
+
+
+@dataclass(frozen=True)
+class Term:
+    """One recorded series per (slice, pop): ``expr`` is evaluated by Prometheus, ``combine`` joins PoPs."""
+
+    id: str
+    combine: Combine
+    expr: str
+
+
+def _matchers(matchers: Matchers) -> str:
+    return "".join(f",{k}={_quote(v)}" for k, v in matchers)
+
+
+def _quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _key(matchers: Matchers) -> str:
+    return "{" + ",".join(f"{k}={v}" for k, v in matchers) + "}" if matchers else ""
+
+
+def _rate(metric: str, w: str, matchers: Matchers = ()) -> Term:
+    return Term(f"rate:{metric}{_key(matchers)}", "sum", f"sum by ({_BY}) (rate({metric}{{{_HAS_SLICE}{_matchers(matchers)}}}[{w}]))")
+
+
+def terms_of(spec: Spec, window_s: float) -> list[Term]:
+    """The recorded terms a spec is assembled from (``value_of`` is the assembly)."""
+    w = format_duration(window_s)
+    if isinstance(spec, Quantile):
+        inner = f"sum by ({_BY}, le) (rate({spec.histogram}_bucket{{{_HAS_SLICE}}}[{w}]))"
+        return [Term(f"quantile:{spec.q:g}:{spec.histogram}", "max", f"histogram_quantile({spec.q:g}, {inner})")]
+    if isinstance(spec, HistogramMean):
+        return [_rate(spec.histogram + "_sum", w), _rate(spec.histogram + "_count", w)]
+    if isinstance(spec, RateSum):
+        return [_rate(spec.counter, w, spec.matchers)]
+    if isinstance(spec, Gauge):
+        if len(spec.metrics) == 1:
+            vec = f"{spec.metrics[0]}{{{_HAS_SLICE}{_matchers(spec.matchers)}}}"
+        else:
+            vec = f"{{__name__=~{_quote('|'.join(spec.metrics))},{_HAS_SLICE}{_matchers(spec.matchers)}}}"
+        return [Term(f"{spec.agg}:{'|'.join(spec.metrics)}{_key(spec.matchers)}", spec.agg, f"{spec.agg} by ({_BY}) ({vec})")]
+    if isinstance(spec, GpuJoin):
+        hosts = f"count by (slice, pop, gpu) ({spec.allocated}{{{_HAS_SLICE}}} > 0) * 0 + 1"
+        joined = f"({hosts}) * on (pop, gpu) group_left () max by (pop, gpu) ({spec.utilization})"
+        base = f"{spec.utilization}/{spec.allocated}"
+        return [
+            Term(f"gpu_sum:{base}", "sum", f"sum by ({_BY}) ({joined})"),
+            Term(f"gpu_count:{base}", "sum", f"count by ({_BY}) ({joined})"),
+        ]
+    out: list[Term] = []
+    for option in spec.options:
+        out += terms_of(option, window_s)
+    return out
+
+
+def value_of(spec: Spec, window_s: float, terms: Mapping[str, float]) -> float | None:
+    """The field's value from its slice's combined terms (``None`` where a term is missing or NaN)."""
+
+    def get(term: Term) -> float | None:
+        v = terms.get(term.id)
+        return None if v is None or math.isnan(v) else v
+
+    found = terms_of(spec, window_s)
+    if isinstance(spec, (HistogramMean, GpuJoin)):
+        total, count = get(found[0]), get(found[1])
+        if total is None or count is None or count == 0:
+            return None
+        return total / count
+    if isinstance(spec, RateSum):
+        v = get(found[0])
+        return None if v is None else spec.scale * v
+    if isinstance(spec, Gauge):
+        v = get(found[0])
+        if v is None or (spec.below is not None and not v < spec.below):
+            return None
+        return v
+    if isinstance(spec, Quantile):
+        return get(found[0])
+    for option in spec.options if isinstance(spec, FirstOf) else ():
+        v = value_of(option, window_s, terms)
+        if v is not None:
+            return v
+    return None
+
+
+def snapshot_terms(window_s: float, settings: Iterable[FieldSettings] | None = None) -> list[Term]:
+    """Every term the fields need, once, for each ``FieldSettings`` given (default: both perspectives)."""
+    chosen = list(settings) if settings is not None else [FieldSettings(perspective="engine"), FieldSettings(perspective="client")]
+    seen: dict[str, Term] = {}
+    for fs in chosen:
+        for spec in field_specs(fs).values():
+            for term in terms_of(spec, window_s):
+                seen.setdefault(term.id, term)
+    return list(seen.values())
+
+
+def snapshot_rule_group(window_s: float, interval_s: float, settings: Iterable[FieldSettings] | None = None) -> dict[str, Any]:
+    """The rule group recording every term, evaluated every ``interval_s``."""
+    terms = snapshot_terms(window_s, settings)
+    rules = [{"record": family_name(t.combine, window_s), "expr": t.expr, "labels": {TERM_LABEL: t.id}} for t in terms]
+    return {"name": GROUP_NAME, "interval": format_duration(interval_s), "rules": rules}
+
+
+def combine(samples: Iterable[tuple[Combine, str, str, float]]) -> dict[str, dict[str, float]]:
+    """(family, slice, term, value) of every recorded (slice, pop) sample -> slice -> term -> value, PoPs joined.
+
+    NaN parts (a quantile over no observations) are skipped: a PoP with no traffic says nothing."""
+    out: dict[str, dict[str, float]] = {}
+    for fam, sl, term, value in samples:
+        if math.isnan(value):
+            continue
+        per = out.setdefault(sl, {})
+        old = per.get(term)
+        if old is None:
+            per[term] = value
+        elif fam == "sum":
+            per[term] = old + value
+        elif fam == "max":
+            per[term] = max(old, value)
+        else:
+            per[term] = min(old, value)
+    return out
