@@ -88,6 +88,9 @@ class DiagnosisService:
         self._lock = threading.Lock()  # ingest is read-modify-write of the episode state
         self._refs: dict[str, Reference | None] = {}  # the store's, once read; written through
         self._states: dict[str, EpisodeState] = {}
+        # Each slice's latest verdict as objects, for a controller in this process (``latest_verdicts``):
+        # the diagnosis and the window it judged, with the slice's reference filled in.
+        self._latest: dict[str, tuple[Diagnosis, SliceSnapshot]] = {}
 
     def known_slices(self) -> list[str]:
         configured = self.topology.tier_names if self.topology is not None else []
@@ -137,9 +140,10 @@ class DiagnosisService:
         if self.learning is not None and snap.reference() is None:
             learned = learn_reference(reference, snap, diagnosis, self.learning)
             if learned is not None and learned != reference:
-                self._refs[snap.slice] = learned
+                self._refs[snap.slice] = reference = learned
             else:
                 learned = None
+        self._latest[snap.slice] = (diagnosis, snap.with_reference(reference) if reference is not None else snap)
         state, events = step(self._episode_state(snap.slice), diagnosis, ts, self.hysteresis)
         self._states[snap.slice] = state
         store = self.store
@@ -173,6 +177,12 @@ class DiagnosisService:
             durable = self.store.submit(unit)
         durable.add_done_callback(lambda f: self._forget(snapshot.slice) if f.exception() is not None else None)
         return result, durable
+
+    def latest_verdicts(self) -> dict[str, tuple[Diagnosis, SliceSnapshot]]:
+        """Each slice's latest diagnosis and its window (reference filled in) since this process started:
+        what ``GET /v1/slices/{slice}`` serves, as objects (a co-located controller's source)."""
+        with self._lock:
+            return dict(self._latest)
 
     def set_reference(self, slice_name: str, reference: Reference) -> Reference:
         configured = dataclasses.replace(reference, source="configured")
