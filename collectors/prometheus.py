@@ -118,7 +118,7 @@ class PrometheusSource:
         self._last_error = None
         return samples
 
-    def recorded_queries(self, window_s: float) -> dict[str, str]:
+    def recorded_queries(self, window_s: float) -> dict[recorded.Combine, str]:
         """The three instant queries of a recorded round (by combining family)."""
         pops = self.settings.pops
         sel = "" if pops is None else "{pop=~" + recorded._quote("|".join(sorted(pops))) + "}"

@@ -57,7 +57,9 @@ TERM_LABEL = "term"
 GROUP_NAME = "inferslice-snapshot"
 DEFAULT_WINDOW_SCRAPES = 4  # the loop's window in scrapes (8 s at the testbed's 2 s: enough samples for a P99)
 _BY = "slice, pop"
-_HAS_SLICE = 'slice!=""'  # series without a slice label are not any slice's (e.g. a node's GPU gauge)
+# No ``slice!=""`` matcher: Prometheus resolves it by merging the postings of every slice value (all
+# 146,000 series at 1,000 slices, for each of 30 rules); series without a slice label only add a
+# (slice="", pop) row per rule, which a round ignores.
 
 
 def family_name(combine: Combine, window_s: float) -> str:
@@ -67,11 +69,16 @@ def family_name(combine: Combine, window_s: float) -> str:
 
 @dataclass(frozen=True)
 class Term:
-    """One recorded series per (slice, pop): ``expr`` is evaluated by Prometheus, ``combine`` joins PoPs."""
+    """One recorded series per (slice, pop): ``expr`` is evaluated by Prometheus, ``combine`` joins PoPs.
+
+    ``helpers``: (record, expr) rules the expression reads, recorded first in the same group (a
+    histogram's per-(slice, pop, le) bucket rates, shared by its P50 and P99: one rate over the raw
+    buckets per histogram, not one per quantile). The shards keep them; only the terms are written on."""
 
     id: str
     combine: Combine
     expr: str
+    helpers: tuple[tuple[str, str], ...] = ()
 
 
 def _matchers(matchers: Matchers) -> str:
@@ -86,28 +93,37 @@ def _key(matchers: Matchers) -> str:
     return "{" + ",".join(f"{k}={v}" for k, v in matchers) + "}" if matchers else ""
 
 
+def _selector(metric: str, matchers: Matchers = ()) -> str:
+    inner = ",".join(f"{k}={_quote(v)}" for k, v in matchers)
+    return f"{metric}{{{inner}}}" if inner else metric
+
+
 def _rate(metric: str, w: str, matchers: Matchers = ()) -> Term:
-    return Term(f"rate:{metric}{_key(matchers)}", "sum", f"sum by ({_BY}) (rate({metric}{{{_HAS_SLICE}{_matchers(matchers)}}}[{w}]))")
+    return Term(f"rate:{metric}{_key(matchers)}", "sum", f"sum by ({_BY}) (rate({_selector(metric, matchers)}[{w}]))")
+
+
+def bucket_rates_name(histogram: str, window_s: float) -> str:
+    return f"slice_pop_le:{histogram}_bucket:rate_w{format_duration(window_s)}"
 
 
 def terms_of(spec: Spec, window_s: float) -> list[Term]:
     """The recorded terms a spec is assembled from (``value_of`` is the assembly)."""
     w = format_duration(window_s)
     if isinstance(spec, Quantile):
-        inner = f"sum by ({_BY}, le) (rate({spec.histogram}_bucket{{{_HAS_SLICE}}}[{w}]))"
-        return [Term(f"quantile:{spec.q:g}:{spec.histogram}", "max", f"histogram_quantile({spec.q:g}, {inner})")]
+        helper = (bucket_rates_name(spec.histogram, window_s), f"sum by ({_BY}, le) (rate({spec.histogram}_bucket[{w}]))")
+        return [Term(f"quantile:{spec.q:g}:{spec.histogram}", "max", f"histogram_quantile({spec.q:g}, {helper[0]})", (helper,))]
     if isinstance(spec, HistogramMean):
         return [_rate(spec.histogram + "_sum", w), _rate(spec.histogram + "_count", w)]
     if isinstance(spec, RateSum):
         return [_rate(spec.counter, w, spec.matchers)]
     if isinstance(spec, Gauge):
         if len(spec.metrics) == 1:
-            vec = f"{spec.metrics[0]}{{{_HAS_SLICE}{_matchers(spec.matchers)}}}"
+            vec = _selector(spec.metrics[0], spec.matchers)
         else:
-            vec = f"{{__name__=~{_quote('|'.join(spec.metrics))},{_HAS_SLICE}{_matchers(spec.matchers)}}}"
+            vec = f"{{__name__=~{_quote('|'.join(spec.metrics))}{_matchers(spec.matchers)}}}"
         return [Term(f"{spec.agg}:{'|'.join(spec.metrics)}{_key(spec.matchers)}", spec.agg, f"{spec.agg} by ({_BY}) ({vec})")]
     if isinstance(spec, GpuJoin):
-        hosts = f"count by (slice, pop, gpu) ({spec.allocated}{{{_HAS_SLICE}}} > 0) * 0 + 1"
+        hosts = f"count by (slice, pop, gpu) ({spec.allocated} > 0) * 0 + 1"
         joined = f"({hosts}) * on (pop, gpu) group_left () max by (pop, gpu) ({spec.utilization})"
         base = f"{spec.utilization}/{spec.allocated}"
         return [
@@ -164,7 +180,9 @@ def snapshot_terms(window_s: float, settings: Iterable[FieldSettings] | None = N
 def snapshot_rule_group(window_s: float, interval_s: float, settings: Iterable[FieldSettings] | None = None) -> dict[str, Any]:
     """The rule group recording every term, evaluated every ``interval_s``."""
     terms = snapshot_terms(window_s, settings)
-    rules = [{"record": family_name(t.combine, window_s), "expr": t.expr, "labels": {TERM_LABEL: t.id}} for t in terms]
+    helpers = {name: expr for t in terms for name, expr in t.helpers}
+    rules: list[dict[str, Any]] = [{"record": name, "expr": expr} for name, expr in helpers.items()]
+    rules += [{"record": family_name(t.combine, window_s), "expr": t.expr, "labels": {TERM_LABEL: t.id}} for t in terms]
     return {"name": GROUP_NAME, "interval": format_duration(interval_s), "rules": rules}
 
 

@@ -39,6 +39,7 @@ from inferslice.service.http import UNAUTHORIZED, BearerAuth, MethodNotAllowed, 
 from inferslice.service.metrics import ApiMetrics
 from inferslice.service.models import (
     BAD_BODY,
+    ELSEWHERE,
     NOT_FOUND,
     SNAPSHOT_DESCRIPTION,
     SNAPSHOT_EXAMPLE,
@@ -158,8 +159,13 @@ def api_app(service: DiagnosisService, *, token: str | None = None, console_link
             )
         return _json(out)
 
-    @app.get("/v1/slices/{slice_name}", tags=["slices"], responses=NOT_FOUND)
+    @app.get("/v1/slices/{slice_name}", tags=["slices"], responses={**NOT_FOUND, **ELSEWHERE})
     def get_slice(slice_name: str) -> Response:
+        # Sharded (``inferslice api --shard-groups``): a slice of a group another replica holds is answered there.
+        owner = getattr(app.state, "slice_owner", None)
+        elsewhere = owner(slice_name) if owner is not None else None
+        if elsewhere is not None:
+            return Response(status_code=307, headers={"Location": f"{elsewhere}/v1/slices/{slice_name}"})
         require_slice(slice_name)
         tier = tier_of(topology, slice_name)
         snap = store.latest_snapshot(slice_name)

@@ -111,9 +111,14 @@ def test_parts_of_several_pops_join_by_their_family() -> None:
 def test_the_rule_group_records_each_term_once_under_its_family() -> None:
     group = rec.snapshot_rule_group(8.0, 2.0)
     assert group["interval"] == "2s"
-    ids = [r["labels"][rec.TERM_LABEL] for r in group["rules"]]
+    terms = [r for r in group["rules"] if "labels" in r]
+    helpers = [r for r in group["rules"] if "labels" not in r]
+    ids = [r["labels"][rec.TERM_LABEL] for r in terms]
     assert len(ids) == len(set(ids))
-    names = {r["record"] for r in group["rules"]}
-    assert names == {rec.family_name(f, 8.0) for f in rec.FAMILIES}
+    assert {r["record"] for r in terms} == {rec.family_name(f, 8.0) for f in rec.FAMILIES}
+    # one bucket-rate helper per histogram, recorded before the quantiles that read it
+    assert len(helpers) == len({r["record"] for r in helpers}) == 5
+    first_quantile = next(i for i, r in enumerate(group["rules"]) if "histogram_quantile" in r["expr"])
+    assert all(group["rules"].index(h) < first_quantile for h in helpers)
     needed = {t.id for s in field_specs(FieldSettings(perspective="client")).values() for t in rec.terms_of(s, 8.0)}
     assert needed <= set(ids)  # the client perspective is recorded too
