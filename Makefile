@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
-APT_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter openvswitch-switch iperf3 iproute2 python3-venv chromium fonts-dejavu-core
+APT_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter victoria-metrics openvswitch-switch iperf3 iproute2 python3-venv chromium fonts-dejavu-core
 OUT ?= demo-out
 # DEMO_PHASE_S=N: every phase of the demo story lasts N seconds (a short story, same code path; default: the full story)
 DEMO_PHASE_S ?=

@@ -65,7 +65,7 @@ def _container_checks(where: str, pod: dict[str, Any], c: dict[str, Any], harden
 def _workload_checks(obj: Mapping[str, Any]) -> list[str]:
     out: list[str] = []
     namespace = obj.get("metadata", {}).get("namespace")
-    platform_workload = obj.get("kind") in ("Deployment", "DaemonSet")
+    platform_workload = obj.get("kind") in ("Deployment", "DaemonSet", "StatefulSet")
     for where, pod in pod_specs(obj):
         host = [f for f in _HOST_FIELDS if pod.get(f)] + [f"hostPath {v['name']}" for v in pod.get("volumes", []) if "hostPath" in v]
         if host and namespace != platform.NODE_NS:
@@ -75,7 +75,7 @@ def _workload_checks(obj: Mapping[str, Any]) -> list[str]:
             # The exporter's own container runs as uid 0 (documented); its sidecar is hardened.
             hardened = platform_workload and not (exporter and c["name"] == "exporter")
             out += _container_checks(where, pod, c, hardened)
-            if platform_workload and obj["kind"] == "Deployment":
+            if platform_workload and obj["kind"] in ("Deployment", "StatefulSet"):
                 for probe in ("readinessProbe", "livenessProbe"):
                     if probe not in c:
                         out.append(f"{where}/{c['name']}: no {probe}")
@@ -92,6 +92,7 @@ def _rbac_checks(objects: list[dict[str, Any]]) -> list[str]:
                 if "*" in rule.get(key, []):
                     out.append(f"{obj['kind']}/{obj['metadata']['name']}: wildcard in {key}")
     declared = {(f"inferslice-{p.component.value}", p.api_group, p.resource, v) for p in rbac.PERMISSIONS for v in p.verbs}
+    declared |= {(rbac.SHARD_ROLE, p.api_group, p.resource, v) for p in rbac.SHARD_PERMISSIONS for v in p.verbs}
     for grant in sorted(rbac.granted(objects) - declared):
         out.append(f"RBAC grants {grant} which no component declares")
     return out
