@@ -169,7 +169,7 @@ def api_app(service: DiagnosisService, *, token: str | None = None, console_link
         require_slice(slice_name)
         tier = tier_of(topology, slice_name)
         snap = store.latest_snapshot(slice_name)
-        ref = store.reference(slice_name)
+        ref = service.current_reference(slice_name)
         open_eps = [e for e in store.episodes(slice_name, limit=1) if e["open"]]
         return _json(
             {
@@ -201,7 +201,7 @@ def api_app(service: DiagnosisService, *, token: str | None = None, console_link
     @app.get("/v1/slices/{slice_name}/reference", tags=["slices"], responses=NOT_FOUND)
     def get_reference(slice_name: str) -> Response:
         require_slice(slice_name)
-        ref = store.reference(slice_name)
+        ref = service.current_reference(slice_name)
         if ref is None:
             raise HTTPException(status_code=404, detail=f"no reference for slice {slice_name!r}")
         return _json(asdict(ref))

@@ -43,6 +43,9 @@ from inferslice.snapshot import Reference, SliceSnapshot, with_configured_slos
 from inferslice.topology import Tier, Topology
 
 
+REFERENCE_WRITE_S = 30.0  # a learned reference reaches the store at most this often: a crash loses <= 15 windows of learning
+
+
 @dataclass(frozen=True)
 class IngestResult:
     diagnosis: Diagnosis
@@ -88,9 +91,10 @@ class DiagnosisService:
         self._lock = threading.Lock()  # ingest is read-modify-write of the episode state
         self._refs: dict[str, Reference | None] = {}  # the store's, once read; written through
         self._states: dict[str, EpisodeState] = {}
+        self._ref_saved_s: dict[str, float] = {}  # window end at which each slice's learned reference was last written
         # Each slice's latest verdict as objects, for a controller in this process (``latest_verdicts``):
         # the diagnosis and the window it judged, with the slice's reference filled in.
-        self._latest: dict[str, tuple[Diagnosis, SliceSnapshot]] = {}
+        self._latest: dict[str, tuple[Diagnosis, SliceSnapshot, Reference | None]] = {}
 
     def known_slices(self) -> list[str]:
         configured = self.topology.tier_names if self.topology is not None else []
@@ -141,11 +145,20 @@ class DiagnosisService:
             learned = learn_reference(reference, snap, diagnosis, self.learning)
             if learned is not None and learned != reference:
                 self._refs[snap.slice] = reference = learned
+                # The learner moves a little with every healthy window; the store gets it every
+                # REFERENCE_WRITE_S (and the first time), the service holds the current one.
+                last = self._ref_saved_s.get(snap.slice)
+                if last is None or ts - last >= REFERENCE_WRITE_S or ts < last:
+                    self._ref_saved_s[snap.slice] = ts
+                else:
+                    learned = None
             else:
                 learned = None
-        self._latest[snap.slice] = (diagnosis, snap.with_reference(reference) if reference is not None else snap)
-        state, events = step(self._episode_state(snap.slice), diagnosis, ts, self.hysteresis)
+        self._latest[snap.slice] = (diagnosis, snap, reference)
+        previous = self._episode_state(snap.slice)
+        state, events = step(previous, diagnosis, ts, self.hysteresis)
         self._states[snap.slice] = state
+        changed = bool(events) or state != previous  # a healthy slice's machine mostly stands still: no write
         store = self.store
 
         def unit() -> None:
@@ -153,7 +166,8 @@ class DiagnosisService:
                 store.record(snap, diagnosis, ts)
                 if learned is not None:
                     store.set_reference(snap.slice, learned, now)
-                store.save_episodes(snap.slice, state, events)
+                if changed:
+                    store.save_episodes(snap.slice, state, events)
 
         return IngestResult(diagnosis, tuple(events), ts), unit
 
@@ -182,7 +196,14 @@ class DiagnosisService:
         """Each slice's latest diagnosis and its window (reference filled in) since this process started:
         what ``GET /v1/slices/{slice}`` serves, as objects (a co-located controller's source)."""
         with self._lock:
-            return dict(self._latest)
+            latest = dict(self._latest)
+        # The reference is filled in here, for the slices asked about, not in every ingest of a round.
+        return {k: (d, snap.with_reference(ref) if ref is not None else snap) for k, (d, snap, ref) in latest.items()}
+
+    def current_reference(self, slice_name: str) -> Reference | None:
+        """The slice's reference as the classifier sees it now (the store's may lag by ``REFERENCE_WRITE_S``)."""
+        with self._lock:
+            return self._reference(slice_name)
 
     def set_reference(self, slice_name: str, reference: Reference) -> Reference:
         configured = dataclasses.replace(reference, source="configured")

@@ -75,6 +75,8 @@ class Store:
         self.path = str(path)
         self._lock = threading.RLock()
         self._batch_depth = 0  # > 0 inside batch(): writes become savepoints of its transaction
+        self._unit_open = False  # inside atomic(): its savepoint (or transaction) covers the writes inside, which add none
+        self._known: set[str] = set()  # slices already in the slices table (committed or in this transaction)
         self._units: queue.SimpleQueue[tuple[Callable[[], None], Future[None]] | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._writer_lock = threading.Lock()
@@ -111,6 +113,7 @@ class Store:
                 yield
             except BaseException:
                 self._batch_depth = 0
+                self._known.clear()  # a rolled-back touch: read the slices table again
                 self._db.execute("ROLLBACK")
                 raise
             self._batch_depth = 0
@@ -122,12 +125,16 @@ class Store:
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            if self._unit_open:
+                yield self._db  # inside an atomic unit: its savepoint already makes these writes one
+                return
             if self._batch_depth:
                 try:
                     self._db.execute("SAVEPOINT w")
                     try:
                         yield self._db
                     except BaseException:
+                        self._known.clear()
                         self._db.execute("ROLLBACK TO w")
                         self._db.execute("RELEASE w")
                         raise
@@ -140,6 +147,7 @@ class Store:
                 try:
                     yield self._db
                 except BaseException:
+                    self._known.clear()
                     self._db.execute("ROLLBACK")
                     raise
                 self._db.execute("COMMIT")
@@ -150,12 +158,15 @@ class Store:
     def atomic(self) -> Iterator[None]:
         """Several write calls as one: a transaction, or a savepoint inside ``batch``/a submitted unit."""
         with self._lock:
-            if self._batch_depth:
-                with self._tx():
+            if self._unit_open:
+                yield
+                return
+            with self._tx() if self._batch_depth else self.batch():
+                self._unit_open = True
+                try:
                     yield
-            else:
-                with self.batch():
-                    yield
+                finally:
+                    self._unit_open = False
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -223,6 +234,7 @@ class Store:
                     try:
                         unit()
                     except (InferSliceError, sqlite3.Error) as err:  # this unit's failure is its future's, not the batch's
+                        self._known.clear()
                         self._db.execute("ROLLBACK TO unit")
                         errors[i] = err
                     self._db.execute("RELEASE unit")
@@ -241,9 +253,10 @@ class Store:
             else:
                 done.set_result(None)
 
-    @staticmethod
-    def _touch(db: sqlite3.Connection, slice_name: str, ts: float) -> None:
-        db.execute("INSERT OR IGNORE INTO slices (slice, first_seen_s) VALUES (?, ?)", (slice_name, ts))
+    def _touch(self, db: sqlite3.Connection, slice_name: str, ts: float) -> None:
+        if slice_name not in self._known:  # once per slice, not once per window
+            db.execute("INSERT OR IGNORE INTO slices (slice, first_seen_s) VALUES (?, ?)", (slice_name, ts))
+            self._known.add(slice_name)
 
     # -- slices, snapshots, diagnoses --------------------------------------------------------
     def slices(self) -> list[str]:

@@ -122,3 +122,31 @@ def test_the_rule_group_records_each_term_once_under_its_family() -> None:
     assert all(group["rules"].index(h) < first_quantile for h in helpers)
     needed = {t.id for s in field_specs(FieldSettings(perspective="client")).values() for t in rec.terms_of(s, 8.0)}
     assert needed <= set(ids)  # the client perspective is recorded too
+
+
+def test_the_compiled_assembly_is_value_of() -> None:
+    import random
+
+    rng = random.Random(3)
+    for fs in (FieldSettings(), FieldSettings(perspective="client")):
+        specs = field_specs(fs)
+        ids = sorted({t.id for s in specs.values() for t in rec.terms_of(s, 8.0)})
+        for _ in range(200):
+            terms = {i: rng.choice([0.0, 1.0, 2.5e10, math.nan, rng.random()]) for i in ids if rng.random() < 0.7}
+            for spec in specs.values():
+                assert rec.assembler(spec, 8.0)(terms) == rec.value_of(spec, 8.0, terms)
+
+
+def test_a_malformed_recorded_answer_is_a_parse_error() -> None:
+    import json as _json
+
+    from inferslice.errors import ParseError
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = {"status": "success", "data": {"resultType": "vector", "result": [{"metric": {"slice": "free", "term": "x"}, "value": [1]}]}}
+        return httpx.Response(200, content=_json.dumps(body))
+
+    source = PrometheusSource(SLICES, PrometheusSettings(recorded=True), transport=httpx.MockTransport(answer))
+    with pytest.raises(ParseError):
+        source.snapshots(1_700_000_000.0, 8.0)
+    assert source.health()["ok"] is False

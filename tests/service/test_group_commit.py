@@ -132,3 +132,32 @@ def test_deferred_ingest_sees_its_predecessor_before_either_committed(tmp_path: 
         assert store.reference("free") == configured and service.reference_for("free") == configured
     finally:
         store.close()
+
+
+def test_a_steady_slice_costs_its_window_rows_only(tmp_path: Path) -> None:
+    """Healthy windows: the learned reference reaches the store every REFERENCE_WRITE_S (the service
+    holds the current one), an unchanged episode machine is not rewritten, the slice is registered once."""
+    from inferslice.service.diagnosis import REFERENCE_WRITE_S
+
+    store = Store(tmp_path / "s.db")
+    service = DiagnosisService(store, load_topology(), clock=lambda: 1_800_000_000.0)
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    healthy = {"ttft_p99_s": 0.12, "ttft_p50_s": 0.05, "tpot_p50_s": 0.026, "tpot_p99_s": 0.03, "output_tokens_per_s": 300.0,
+               "link_rx_bps": 1e5, "link_cap_bps": 1e9, "requests_waiting": 0.0, "gpu_share": 1.0}  # fmt: skip
+    try:
+        windows = int(3 * REFERENCE_WRITE_S / 2)
+        for k in range(windows):
+            with store.batch():
+                service.ingest(SliceSnapshot(slice="premium", window_end_s=1_800_000_000.0 + 2 * k, **healthy))
+        ref_writes = [s for s in statements if s.startswith("INSERT INTO refs")]
+        state_writes = [s for s in statements if s.startswith("INSERT INTO episode_state")]
+        touches = [s for s in statements if s.startswith("INSERT OR IGNORE INTO slices")]
+        assert 2 <= len(ref_writes) <= 4  # every 30 s of windows, not every window
+        assert len(state_writes) <= 2  # the machine's first state, then nothing changes
+        assert len(touches) == 1
+        assert len(store.snapshots("premium")) == windows  # every window is still stored
+        current, stored = service.current_reference("premium"), store.reference("premium")
+        assert current is not None and stored is not None and 0 <= current.samples - stored.samples <= REFERENCE_WRITE_S / 2
+    finally:
+        store.close()
