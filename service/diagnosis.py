@@ -42,7 +42,6 @@ from inferslice.service.store import Store
 from inferslice.snapshot import Reference, SliceSnapshot, with_configured_slos
 from inferslice.topology import Tier, Topology
 
-
 REFERENCE_WRITE_S = 30.0  # a learned reference reaches the store at most this often: a crash loses <= 15 windows of learning
 
 
