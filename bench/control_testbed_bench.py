@@ -187,7 +187,7 @@ def run_one(
         readings = {t: backend.reading(t) for t in top.tier_names}
         if now >= 0:
             replica_s += (now - max(last, 0.0)) * sum(len(r.replicas) for r in readings.values())
-        violations += count_violations(top, res, live_slots(top, readings))
+        violations += count_violations(top, res, live_slots(top, readings), {t: r.cap_bps for t, r in readings.items()})
         last = now
         windows: dict[str, SliceSnapshot] | None = None
         diagnoses: dict[str, Diagnosis] | None = None

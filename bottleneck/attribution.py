@@ -44,7 +44,7 @@ class LinkState:
     known: bool  # rx and a cap or the physical capacity are known
     binding: bool  # rx at (a shaper's delivery of) the cap
     utilization: float | None = None
-    against: str = "none"  # "cap", "capacity" (uncapped: the interface's physical rate) or "none"
+    against: str = "none"  # "cap", "capacity" (uncapped: the interface's physical rate), "wan" (a WAN link of the path) or "none"
     bits_per_token: float | None = None
     token_rate_max: float | None = None  # the highest token rate the link can carry
     pacing_floor_s: float | None = None  # the TPOT the link imposes on the streams in flight
@@ -81,6 +81,8 @@ class Physics:
     tpot_threshold_s: float  # the contention that counts as material for that statistic
     tpot_stat: str | None  # the TPOT statistic judged: the median, or the P99 when the median collapsed (coalesced tokens)
     compute_confirmed: bool = False  # a reduced GPU share, preemptions or a full KV cache reported
+    delay_s: float | None = None  # the WAN path's RTT above its reference (None: unknown)
+    delay_ttft_s: float = 0.0  # the TTFT that added delay explains (delay_rtts_per_first_token of it)
 
 
 def ge(a: float, b: float) -> bool:
@@ -134,6 +136,22 @@ def load_factor(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: fl
 
 
 def link_state(snap: SliceSnapshot, th: Thresholds) -> LinkState:
+    """The link the tier's streams cross: its client edge (against the slice cap, or uncapped its
+    physical rate) or, where the edge does not bind, the most utilised WAN link of its path."""
+    edge = _edge_state(snap, th)
+    if edge.binding:
+        return edge
+    wan_rx, wan_cap = snap.wan_rx_bps, _pos(snap.wan_capacity_bps)
+    if wan_rx is not None and wan_cap is not None:
+        util = wan_rx / wan_cap
+        if ge(util, th.link_binding_ratio):
+            # A full WAN link paces every stream across it (its buffer's queue and the losses it
+            # drops): the slice's own bits per token do not set its rate, the link's share does.
+            return LinkState(True, True, util, "wan", edge.bits_per_token)
+    return edge
+
+
+def _edge_state(snap: SliceSnapshot, th: Thresholds) -> LinkState:
     rx = snap.link_rx_bps
     cap, against = _pos(snap.link_cap_bps), "cap"
     if cap is None:
@@ -152,6 +170,14 @@ def link_state(snap: SliceSnapshot, th: Thresholds) -> LinkState:
         floor = streams * bpt / cap if streams is not None else None
     finite = [v if v is not None and math.isfinite(v) else None for v in (bpt, token_max, floor)]
     return LinkState(True, ge(util, th.link_binding_ratio), util, against, finite[0], finite[1], finite[2])
+
+
+def added_delay_s(snap: SliceSnapshot, th: Thresholds) -> float | None:
+    """The WAN path's RTT above its reference (0 within noise), or None without both."""
+    rtt, ref = snap.wan_rtt_s, snap.wan_base_rtt_s
+    if rtt is None or ref is None:
+        return None
+    return rtt - ref if rtt > ref * (1.0 + th.wan_rtt_noise_ratio) else 0.0
 
 
 def _split_tpot(obs: float, ref: float, expected: float, engine: float, link: LinkState, confirmed: bool) -> tuple[float, float, float]:
@@ -229,6 +255,8 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
         shares.append(LatencyShare(stat, obs, ref, 0.0, network, compute, base))
     unseparated = not link.known and not confirmed and c_thr > 0 and ge(contention, c_thr)
 
+    delay = added_delay_s(snap, th)
+    delay_ttft = th.delay_rtts_per_first_token * delay if delay is not None else 0.0
     ttft50 = snap.ttft_p50_s if snap.ttft_p50_s is not None else snap.ttft_mean_s
     tokens_short = (
         snap.output_tokens_per_s is not None
@@ -244,6 +272,10 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
         excess = max(0.0, obs - ref)
         compute = min(excess, ref * (cfactor - 1.0))
         left = excess - compute
+        # An added WAN delay costs every first token a fixed number of round trips: measured, so
+        # taken before the residual is split between the link's queue and the engine's.
+        delayed = min(left, delay_ttft) if delay_ttft > 0 else 0.0
+        left -= delayed
         # Requests measured waiting (Little's law: waiting / arrival rate) are queue time the link cannot claim.
         measured = min(left, little) if little is not None and gauge else 0.0
         if link.binding and not net_tpot and tokens_short:
@@ -257,11 +289,26 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
         queue = left - network
         if gauge is False and link.binding:
             network, queue = left, 0.0  # nothing waits at the engine: the link's queue holds the first chunk
-        elif gauge is False and pace_binds:
+        elif gauge is False and (pace_binds or delayed > 0):
             queue = 0.0  # nothing waits and another resource binds: leave the rest unexplained
+        network += delayed
         shares.append(LatencyShare(stat, obs, ref, queue, network, compute, obs - queue - network - compute))
     shares.sort(key=lambda s: s.stat)
     physics = Physics(
-        refs, link, lf, load_known, slowdown, cfactor, gauge, little, unseparated, contention, c_thr, pace if net_tpot else None, confirmed
+        refs,
+        link,
+        lf,
+        load_known,
+        slowdown,
+        cfactor,
+        gauge,
+        little,
+        unseparated,
+        contention,
+        c_thr,
+        pace if net_tpot else None,
+        confirmed,
+        delay,
+        delay_ttft,
     )
     return Attribution(tuple(shares)), physics

@@ -35,6 +35,10 @@ class Thresholds:
     # The first chunk waits in the shaper's queue: the paper's 0.5 Mbit/s cap gave P99 TTFT 2-3 s at P99 TPOT
     # 150-280 ms (~10-15 token times); 20 bounds what the network can explain of TTFT, the rest is a queue.
     first_chunk_tpot_multiple: float = 20.0
+    # An added WAN delay: the request and its first chunk each cross the path once (1 RTT), a fresh
+    # connection's handshake adds another; 2 bounds what a delay explains of TTFT (the rest is a queue).
+    delay_rtts_per_first_token: float = 2.0
+    wan_rtt_noise_ratio: float = 0.2  # an RTT within 20 % of its reference is jitter (the brief's tiers' spread), not a delay step
     tokens_drop_ratio: float = 0.8  # under the cap throughput fell 370 -> 220 tok/s (0.59x); 20 % dips are load noise
 
     # -- load: decode TPOT = a / (1 - rate / saturation) -----------------------------------------
@@ -58,9 +62,6 @@ class Thresholds:
     kv_cache_high: float = 0.9  # vLLM starts preempting sequences as the paged KV cache fills
     preemptions_min_per_s: float = 0.0  # any preemption means recomputation and slower decode (strictly above this)
     gpu_share_reduced: float = 0.9  # effective/allocated GPU share below 0.9: a neighbour takes >10 % of the GPU
-
-    # -- confidence -------------------------------------------------------------------------------
-    no_reference_confidence_factor: float = 0.75  # absolute fallbacks separate regimes less sharply than a reference
 
 
 DEFAULT = Thresholds()

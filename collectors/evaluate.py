@@ -10,7 +10,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from inferslice.collectors.fields import FirstOf, Gauge, GpuJoin, HistogramMean, Matchers, Quantile, RateSum, Spec
+from inferslice.collectors.fields import (
+    SHARED_SLICE,
+    FirstOf,
+    Gauge,
+    GpuJoin,
+    HistogramMean,
+    Increase,
+    Matchers,
+    Quantile,
+    RateSum,
+    Spec,
+    WanPath,
+)
 from inferslice.collectors.promfuncs import bucket_quantile, extrapolated_rate, parse_le
 from inferslice.collectors.store import SeriesStore
 
@@ -38,6 +50,9 @@ class Evaluator:
             return {s: _div(num[s], den[s]) for s in num.keys() & den.keys()}
         if isinstance(spec, RateSum):
             return {s: spec.scale * v for s, v in self.rate_sum(spec.counter, spec.matchers).items()}
+        if isinstance(spec, Increase):
+            # PromQL's increase() is rate() times the range: the same extrapolation.
+            return {s: v * self.window_s for s, v in self.rate_sum(spec.counter).items()}
         if isinstance(spec, Gauge):
             out = self.gauge(spec.agg, spec.metrics, spec.matchers)
             if spec.below is not None:
@@ -45,6 +60,8 @@ class Evaluator:
             return out
         if isinstance(spec, GpuJoin):
             return self.gpu_join(spec.utilization, spec.allocated)
+        if isinstance(spec, WanPath):
+            return self.wan_path(spec)
         return self.first_of(spec)
 
     # -- building blocks (each mirrors one PromQL construct) ---------------------------------
@@ -112,6 +129,42 @@ class Evaluator:
             if vals:
                 out[sl] = math.fsum(vals) / len(vals)
         return out
+
+    def _any_rates(self, name: str, matchers: Matchers = ()) -> Iterable[tuple[dict[str, str], float]]:
+        """``rate(name{matchers}[W])`` of every series, whatever its slice."""
+        start = self.now_s - self.window_s
+        for series in self.store.series(name):
+            if series.matches(matchers):
+                rate = extrapolated_rate(series.range(start, self.now_s), start, self.now_s)
+                if rate is not None:
+                    yield dict(series.labels), rate
+
+    def wan_path(self, spec: WanPath) -> Values:
+        """The joins of ``fields.render_wan``: per (slice, link) values, then each slice's top-ranked link's."""
+        shared = (("slice", SHARED_SLICE),)
+        rx = {(lb.get("pop", ""), lb.get("link", "")): 8.0 * r for lb, r in self._any_rates(spec.receive_bytes, shared)}
+        cap = {(lb.get("pop", ""), lb.get("link", "")): v for lb, v in self._instant((spec.capacity,), shared)}
+        sums = {(lb.get("pop", ""), lb.get("peer_pop", "")): r for lb, r in self._any_rates(spec.rtt + "_sum")}
+        counts = {(lb.get("pop", ""), lb.get("peer_pop", "")): r for lb, r in self._any_rates(spec.rtt + "_count")}
+        best: dict[str, tuple[float, float]] = {}  # slice -> (rank, value)
+        for labels, declared in self._instant((spec.path,)):
+            sl = labels.get("slice")
+            if sl not in self.slices:
+                continue
+            link, probe = (labels.get("pop", ""), labels.get("link", "")), (labels.get("pop", ""), labels.get("peer_pop", ""))
+            rtt = _div(sums[probe], counts[probe]) if probe in sums and probe in counts else None
+            got: dict[str, float | None] = {"rx_bps": rx.get(link), "capacity_bps": cap.get(link), "rtt_s": rtt, "base_rtt_s": declared}
+            r_rx, r_cap = got["rx_bps"], got["capacity_bps"]
+            if spec.rank == "utilization":
+                rank = _div(r_rx, r_cap) if r_rx is not None and r_cap is not None else None
+            else:
+                rank = rtt - declared if rtt is not None else None
+            value = got[spec.value]
+            if rank is None or math.isnan(rank) or value is None:
+                continue
+            if sl not in best or rank > best[sl][0]:
+                best[sl] = (rank, value)
+        return {sl: v for sl, (_, v) in best.items()}
 
     def first_of(self, spec: FirstOf) -> Values:
         out: Values = {}

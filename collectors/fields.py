@@ -14,6 +14,9 @@ Choices worth knowing (the PromQL of each field is in ``render_promql``):
   Serve holds excess requests back at the router, so in the paper's setting those are the queue.
   Where only one of the two is exported, it alone is reported.
 - ``request_rate``: the SLO request counter, or the TTFT histogram's ``_count`` where that is absent.
+- ``request_count`` / ``tpot_request_count``: ``increase`` of the TTFT / TPOT histogram's ``_count``
+  over the window: the number of requests the window's quantiles rest on (Prometheus extrapolates
+  ``increase`` to the window's edges, so it need not be an integer).
 - ``gpu_utilization``: the mean utilisation of the distinct GPUs that host the slice (those with a
   positive ``inferslice_gpu_allocated_fraction`` for it), joined on ``(pop, gpu)``.
 - Quantiles follow Prometheus: no observations in the window -> ``None``; a rank in the ``+Inf``
@@ -29,6 +32,7 @@ from inferslice import metric_names as m
 from inferslice.common.promtime import format_duration
 
 Matchers = tuple[tuple[str, str], ...]
+SHARED_SLICE = "shared"  # the slice label of a link every tier crosses (the network exporter's)
 Agg = Literal["sum", "max", "min"]
 Perspective = Literal["engine", "client"]
 
@@ -58,6 +62,13 @@ class RateSum:
 
 
 @dataclass(frozen=True)
+class Increase:
+    """``sum by (slice) (increase(counter[W]))``: the counter's growth over the window."""
+
+    counter: str
+
+
+@dataclass(frozen=True)
 class Gauge:
     """``agg by (slice) (metric{matchers})`` over one or several metric names, optionally ``< below``."""
 
@@ -75,6 +86,28 @@ class GpuJoin:
     allocated: str
 
 
+WanValue = Literal["rx_bps", "capacity_bps", "rtt_s", "base_rtt_s"]
+WanRank = Literal["utilization", "rtt_excess"]
+
+
+@dataclass(frozen=True)
+class WanPath:
+    """A value of one WAN link on the slice's path to the gateway: the link ranked first by ``rank``.
+
+    The path series (``inferslice_slice_wan_path_rtt_seconds{slice,pop,peer_pop,link}``, valued at the
+    link's declared RTT) join the shared link counters and capacity on ``(pop, link)`` and the PoP
+    probes on ``(pop, peer_pop)``: per (slice, link) ``rx_bps`` (delivered toward the gateway),
+    ``capacity_bps``, ``rtt_s`` (mean probe RTT over the window), ``base_rtt_s`` (declared);
+    ``utilization`` = rx / capacity, ``rtt_excess`` = rtt - declared."""
+
+    value: WanValue
+    rank: WanRank
+    path: str = m.SLICE_WAN_PATH_RTT
+    receive_bytes: str = m.LINK_RECEIVE_BYTES
+    capacity: str = m.LINK_CAPACITY_BPS
+    rtt: str = m.POP_RTT
+
+
 @dataclass(frozen=True)
 class FirstOf:
     """PromQL ``or``: the first option that yields a value for a slice."""
@@ -82,7 +115,7 @@ class FirstOf:
     options: tuple[Spec, ...]
 
 
-Spec = Quantile | HistogramMean | RateSum | Gauge | GpuJoin | FirstOf
+Spec = Quantile | HistogramMean | RateSum | Increase | Gauge | GpuJoin | WanPath | FirstOf
 
 
 @dataclass(frozen=True)
@@ -110,6 +143,8 @@ def field_specs(settings: FieldSettings) -> dict[str, Spec]:
         "tpot_mean_s": HistogramMean(tpot),
         "output_tokens_per_s": RateSum(m.ENGINE_GENERATION_TOKENS),
         "request_rate": FirstOf((RateSum(m.SLO_TTFT_REQUESTS), RateSum(ttft + "_count"))),
+        "request_count": Increase(ttft + "_count"),
+        "tpot_request_count": Increase(tpot + "_count"),
         "link_rx_bps": RateSum(m.LINK_RECEIVE_BYTES, link, scale=8.0),
         "link_tx_bps": RateSum(m.LINK_TRANSMIT_BYTES, link, scale=8.0),
         "link_cap_bps": Gauge("min", (m.LINK_CAP_BPS,), (*link, ("direction", "receive")), below=settings.nominal_link_bps),
@@ -123,6 +158,10 @@ def field_specs(settings: FieldSettings) -> dict[str, Spec]:
         "gpu_share": Gauge("min", (m.REPLICA_GPU_SHARE,)),
         "kv_cache_usage": Gauge("max", (m.ENGINE_KV_CACHE_USAGE,), (("stat", "max"),)),
         "preemptions_per_s": RateSum(m.ENGINE_PREEMPTIONS),
+        "wan_rx_bps": WanPath("rx_bps", "utilization"),
+        "wan_capacity_bps": WanPath("capacity_bps", "utilization"),
+        "wan_rtt_s": WanPath("rtt_s", "rtt_excess"),
+        "wan_base_rtt_s": WanPath("base_rtt_s", "rtt_excess"),
         "slo_ttft_p99_s": Gauge("max", (m.SLO_TTFT_THRESHOLD,)),
     }
 
@@ -160,6 +199,8 @@ def render_promql(spec: Spec, slices: tuple[str, ...], window_s: float) -> str:
     if isinstance(spec, RateSum):
         expr = f"sum by (slice) (rate({_selector(spec.counter, sel, spec.matchers)}[{w}]))"
         return expr if spec.scale == 1.0 else f"{spec.scale:g} * {expr}"
+    if isinstance(spec, Increase):
+        return f"sum by (slice) (increase({_selector(spec.counter, sel)}[{w}]))"
     if isinstance(spec, Gauge):
         if len(spec.metrics) == 1:
             vec = _selector(spec.metrics[0], sel, spec.matchers)
@@ -171,5 +212,23 @@ def render_promql(spec: Spec, slices: tuple[str, ...], window_s: float) -> str:
     if isinstance(spec, GpuJoin):
         hosts = f"count by (slice, pop, gpu) ({_selector(spec.allocated, sel)} > 0) * 0 + 1"
         return f"avg by (slice) (({hosts}) * on (pop, gpu) group_left () max by (pop, gpu) ({spec.utilization}))"
+    if isinstance(spec, WanPath):
+        return render_wan(spec, slice_matcher(slices), window_s)
     # FirstOf
     return " or ".join(f"({render_promql(o, slices, window_s)})" for o in spec.options)
+
+
+def render_wan(spec: WanPath, slice_sel: str, window_s: float) -> str:
+    """Per (slice, pop, peer_pop, link) series joined onto the path, then the value of each slice's top-ranked link
+    (``slice_sel``: the slices' matcher, "" for every slice: the recording rule's form)."""
+    w = format_duration(window_s)
+    shared = f'{{slice="{SHARED_SLICE}"}}'
+    path = _selector(spec.path, slice_sel)
+    one = f"({path} * 0 + 1)"
+    onto = "* on (pop, link) group_right ()"
+    rx = f"(8 * rate({spec.receive_bytes}{shared}[{w}]) {onto} {one})"
+    cap = f"({spec.capacity}{shared} {onto} {one})"
+    rtt = f"((rate({spec.rtt}_sum[{w}]) / rate({spec.rtt}_count[{w}])) * on (pop, peer_pop) group_right () {one})"
+    values = {"rx_bps": rx, "capacity_bps": cap, "rtt_s": rtt, "base_rtt_s": f"({path} * 1)"}
+    rank = f"({rx} / {cap})" if spec.rank == "utilization" else f"({rtt} - {path})"
+    return f"max by (slice) ({values[spec.value]} * (topk by (slice) (1, {rank}) * 0 + 1))"

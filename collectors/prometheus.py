@@ -129,7 +129,8 @@ class PrometheusSource:
     def recorded_queries(self, window_s: float) -> dict[recorded.Combine, str]:
         """The three instant queries of a recorded round (by combining family)."""
         pops = self.settings.pops
-        sel = "" if pops is None else "{pop=~" + recorded._quote("|".join(sorted(pops))) + "}"
+        # "|" last: an empty pop too, the per-slice terms (WAN path values) have none
+        sel = "" if pops is None else "{pop=~" + recorded._quote("|".join(sorted(pops)) + "|") + "}"
         return {fam: recorded.family_name(fam, window_s) + sel for fam in recorded.FAMILIES}
 
     def _collect_recorded(self, names: tuple[str, ...], window_s: float, now_s: float) -> dict[str, dict[str, float | None]]:

@@ -24,6 +24,11 @@ PoP, the synthetic fleet's and the usual case, it is exact. The PromQL semantics
 extrapolation, ``histogram_quantile``'s interpolation) are Prometheus's own: the query layer only
 stores and returns samples, so VictoriaMetrics and Prometheus answer a round alike.
 
+Two kinds of term are not per (slice, pop): ``Increase`` is (a sum, exact), and a ``WanPath`` (the
+value of the top-ranked WAN link on the slice's path, whose links lie at several PoPs) is recorded per
+slice with no ``pop`` label: exact while the path is inside one shard, the highest shard's value if
+not; a PoP group's round reads these terms too (its matcher admits an empty ``pop``).
+
 Term ids are derived from the spec (``quantile:0.99:<histogram>``, ``rate:<counter>{matchers}``),
 not from the field, so one rule file serves both perspectives and every ``FieldSettings`` whose
 terms it records (the generator records the engine and the client perspective for the default
@@ -43,11 +48,14 @@ from inferslice.collectors.fields import (
     Gauge,
     GpuJoin,
     HistogramMean,
+    Increase,
     Matchers,
     Quantile,
     RateSum,
     Spec,
+    WanPath,
     field_specs,
+    render_wan,
 )
 from inferslice.common.promtime import format_duration
 
@@ -116,6 +124,13 @@ def terms_of(spec: Spec, window_s: float) -> list[Term]:
         return [_rate(spec.histogram + "_sum", w), _rate(spec.histogram + "_count", w)]
     if isinstance(spec, RateSum):
         return [_rate(spec.counter, w, spec.matchers)]
+    if isinstance(spec, Increase):
+        return [Term(f"increase:{spec.counter}", "sum", f"sum by ({_BY}) (increase({spec.counter}[{w}]))")]
+    if isinstance(spec, WanPath):
+        # A path's links lie at several PoPs and the value is the top-ranked link's: recorded per slice
+        # (pop=""), not per (slice, pop). Exact while a slice's path is inside one Prometheus shard;
+        # across shards the round keeps the highest shard's value (see module doc).
+        return [Term(f"wan:{spec.value}:{spec.rank}:{spec.path}", "max", render_wan(spec, "", window_s))]
     if isinstance(spec, Gauge):
         if len(spec.metrics) == 1:
             vec = _selector(spec.metrics[0], spec.matchers)
@@ -157,7 +172,7 @@ def value_of(spec: Spec, window_s: float, terms: Mapping[str, float]) -> float |
         if v is None or (spec.below is not None and not v < spec.below):
             return None
         return v
-    if isinstance(spec, Quantile):
+    if isinstance(spec, (Quantile, Increase, WanPath)):
         return get(found[0])
     for option in spec.options if isinstance(spec, FirstOf) else ():
         v = value_of(option, window_s, terms)

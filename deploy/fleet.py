@@ -37,20 +37,15 @@ PODS_SERVICE = "inferslice-api-pods"
 REMOTE_WRITE_KEEP = "slice_pop:inferslice_snapshot:.+|slice:.+|slice_pop_link:.+"
 
 
-def _arg_value(args: list[str], flag: str, value: str) -> list[str]:
-    """``args`` with ``flag``'s value replaced (by name, never by position)."""
-    out = list(args)
-    out[out.index(flag) + 1] = value
-    return out
-
-
 def api_statefulset(shards: int = SHARDS) -> dict[str, Any]:
     base = platform.api_deployment()
     template = copy.deepcopy(base["spec"]["template"])
     container = template["spec"]["containers"][0]
-    args = _arg_value(container["args"], "--prometheus-url", VM_URL)
+    # --prometheus-url reads $(PROMETHEUS_URL): the query layer over the shards (the overlay's patch sets it by name).
+    env = [e for e in container.get("env", []) if e["name"] != "PROMETHEUS_URL"]
+    container["env"] = [{"name": "PROMETHEUS_URL", "value": VM_URL}, *env]
     container["args"] = [
-        *args,
+        *container["args"],
         "--recorded",
         "--shard-groups",
         str(shards),
@@ -61,7 +56,9 @@ def api_statefulset(shards: int = SHARDS) -> dict[str, Any]:
         "--shard-peer-url",
         f"http://{{identity}}.{PODS_SERVICE}.{platform.PLATFORM_NS}.svc:{platform.API_PORT}",
     ]
-    container["env"] = [*container.get("env", []), {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    container["env"] = [*container["env"], {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    # The groups' Leases are Kubernetes API calls: this pod holds a token (the unsharded API holds none).
+    template["spec"]["automountServiceAccountToken"] = True
     # Each replica its own history: a volume per pod instead of the Deployment's emptyDir.
     template["spec"]["volumes"] = [v for v in template["spec"]["volumes"] if v["name"] != "state"]
     labels = base["spec"]["selector"]["matchLabels"]
@@ -192,6 +189,12 @@ def fleet_objects(shards: int = SHARDS) -> list[dict[str, Any]]:
         prometheus(shards),
         *victoria_metrics(),
     ]
+
+
+def uses_leases(pod: dict[str, Any]) -> bool:
+    """Whether a pod runs the sharded diagnosis loop (its API container has ``--shard-groups``): it calls
+    the Lease API (``rbac.SHARD_PERMISSIONS``), so it needs its ServiceAccount token."""
+    return any("--shard-groups" in c.get("args", []) for c in pod.get("containers", []))
 
 
 def delete_api_deployment() -> dict[str, Any]:

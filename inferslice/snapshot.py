@@ -50,10 +50,25 @@ class SliceSnapshot:
     tpot_mean_s: float | None = None
     output_tokens_per_s: float | None = None
     request_rate: float | None = None
+    # How many requests the window's quantiles rest on (the histograms' ``_count`` increase over the
+    # window): a P99 from a handful of requests is not a P99 (bottleneck/sampling.py).
+    request_count: float | None = None  # TTFT observations: requests whose first token the window saw
+    tpot_request_count: float | None = None  # per-request TPOT observations: requests that finished in the window
     link_rx_bps: float | None = None
     link_tx_bps: float | None = None
     link_cap_bps: float | None = None
     link_capacity_bps: float | None = None  # the interface's physical rate: what an uncapped link is judged against
+    # The WAN links the slice's replicas reach the gateway over (none: every replica at the gateway):
+    # the fullest one (delivered / physical rate) by what it carries toward the gateway, all traffic
+    # on it counted (other tiers', cross-traffic), and its physical rate; the one whose measured
+    # round trip most exceeds its declared one, by both.
+    # (Lead, for everyone merging: these four are the project's one WAN vocabulary, measured by the
+    # network exporter's path source and joined by both collectors. The classifier and the controller
+    # read them; an RTT excess is wan_rtt_s - wan_base_rtt_s. Do not add parallel WAN fields.)
+    wan_rx_bps: float | None = None
+    wan_capacity_bps: float | None = None
+    wan_rtt_s: float | None = None
+    wan_base_rtt_s: float | None = None
     requests_waiting: float | None = None
     requests_running: float | None = None
     queue_time_p99_s: float | None = None
@@ -83,7 +98,15 @@ class SliceSnapshot:
             tpot_p99_s=self.ref_tpot_p99_s,
             source="input",
         )
-        inline = (ref.ttft_p50_s, ref.ttft_mean_s, ref.tpot_p50_s, ref.tpot_mean_s, ref.output_tokens_per_s, ref.ttft_p99_s, ref.tpot_p99_s)
+        inline = (
+            ref.ttft_p50_s,
+            ref.ttft_mean_s,
+            ref.tpot_p50_s,
+            ref.tpot_mean_s,
+            ref.output_tokens_per_s,
+            ref.ttft_p99_s,
+            ref.tpot_p99_s,
+        )
         if all(v is None for v in inline):
             return None
         return ref

@@ -8,7 +8,6 @@ them, so they use short fixed names.
 
 from __future__ import annotations
 
-import heapq
 import ipaddress
 from dataclasses import dataclass
 
@@ -29,6 +28,8 @@ EDGE_RATE_BPS = 10e9  # the brief's 10 Gbit/s NICs: "uncapped" means this rate
 HTB_DEFAULT_MINOR = 0x10  # unclassified traffic
 HTB_TIER_MINOR_BASE = 0x11  # tier i gets minor 0x11 + i ("1:11", "1:12", ...)
 HTB_MAJOR = 1
+POLICER_BURST_S = 0.8  # Kube-OVN: ingress_policing_burst = 80 % of ingress_policing_rate, kbit over kbit/s
+POLICER_UNCAPPED_BUFFER_S = 1.0  # an uncapped policer class queues like any line-rate port (bounded by htb.MAX_LEAF_BYTES)
 
 
 def check_prefix(prefix: str) -> None:
@@ -47,10 +48,23 @@ class WanLink:
     ip_a: str
     ip_b: str
     rtt_s: float
+    rate_bps: float | None = None  # the link's physical rate (topology capacity_bps): the delay line serialises at it
+    buffer_s: float = 0.05  # the link's drop-tail buffer per direction, in seconds at the rate
 
     @property
     def name(self) -> str:
         return f"wan-{self.a}-{self.b}"
+
+    def end(self, pop: str) -> tuple[str, str]:
+        """(namespace, own underlay address) of the link's end at ``pop``."""
+        if pop == self.a:
+            return self.ns_a, self.ip_a
+        if pop == self.b:
+            return self.ns_b, self.ip_b
+        raise KeyError(f"{pop} is not an end of {self.name}")
+
+    def other(self, pop: str) -> str:
+        return self.b if pop == self.a else self.a
 
 
 @dataclass(frozen=True)
@@ -91,6 +105,21 @@ class NetPlan:
     mgmt_gateway_ip: str
     edge_rtt_s: float = 0.0  # the client edge's round trip, added by the delay line
     edge_buffer_s: float | None = None  # drop-tail queue per tier class in seconds at its rate; None: kernel default
+    edge_mode: str = "shaper"  # shaper | policer (topology client.edge_mode)
+    edge_burst_s: float | None = None  # token bucket of a capped class in seconds at its rate; None: the mode's default
+
+    def edge_shape(self, rate_bps: float) -> tuple[float | None, float | None]:
+        """(burst_s, buffer_s) of a client-edge class at ``rate_bps``: what htb.install/change_rate take.
+
+        A policer is a token bucket with no queue: its bucket is ``edge_burst_s`` (Kube-OVN's 80 % of
+        the rate in kbit: 0.8 s) and its leaf holds two frames, the least a drop-tail leaf can hold.
+        An uncapped class (the line rate) binds nothing in either mode: the default burst and a deep
+        leaf, so the policer's two frames never drop a burst at line rate."""
+        if self.edge_mode == "policer":
+            if rate_bps >= EDGE_RATE_BPS:
+                return None, POLICER_UNCAPPED_BUFFER_S
+            return (self.edge_burst_s if self.edge_burst_s is not None else POLICER_BURST_S), 0.0
+        return self.edge_burst_s, self.edge_buffer_s
 
     @property
     def edge_link(self) -> tuple[str, str, str, float]:
@@ -130,6 +159,14 @@ class NetPlan:
     def mgmt_host_if(self) -> str:
         return f"{self.prefix}mgmt"
 
+    def wan_link(self, name: str) -> WanLink:
+        """A WAN link by ``wan-a-b``, ``a-b`` or ``b-a`` (the ends in either order)."""
+        bare = name.removeprefix("wan-")
+        for w in self.wan:
+            if bare in (f"{w.a}-{w.b}", f"{w.b}-{w.a}"):
+                return w
+        raise KeyError(f"no WAN link {name!r} (have {', '.join(f'{w.a}-{w.b}' for w in self.wan)})")
+
     def tier(self, name: str) -> TierNet:
         for t in self.tiers:
             if t.name == name:
@@ -145,32 +182,6 @@ class NetPlan:
 def bridge_name(tier: str, index: int) -> str:
     name = f"t-{tier}"
     return name if len(name) <= IFNAMSIZ_MAX else f"t-{index}"
-
-
-def _next_hops(top: Topology) -> dict[str, dict[str, str]]:
-    """For every PoP, the neighbour on the lowest-RTT path to each other PoP (Dijkstra)."""
-    adj: dict[str, list[tuple[float, str]]] = {p.name: [] for p in top.pops}
-    for link in top.links:
-        adj[link.a].append((link.rtt_s, link.b))
-        adj[link.b].append((link.rtt_s, link.a))
-    hops: dict[str, dict[str, str]] = {}
-    for src in adj:
-        dist = {src: 0.0}
-        first: dict[str, str] = {}
-        heap: list[tuple[float, str, str]] = [(0.0, src, "")]
-        while heap:
-            d, node, via = heapq.heappop(heap)
-            if d > dist.get(node, float("inf")):
-                continue
-            if node != src and node not in first:
-                first[node] = via
-            for w, nxt in sorted(adj[node]):
-                nd = d + w
-                if nd < dist.get(nxt, float("inf")):
-                    dist[nxt] = nd
-                    heapq.heappush(heap, (nd, nxt, via or nxt))
-        hops[src] = first
-    return hops
 
 
 def net_plan(top: Topology, prefix: str = DEFAULT_PREFIX) -> NetPlan:
@@ -193,6 +204,8 @@ def net_plan(top: Topology, prefix: str = DEFAULT_PREFIX) -> NetPlan:
                 ip_a=str(ipaddress.IPv4Address(net + 1)),
                 ip_b=str(ipaddress.IPv4Address(net + 2)),
                 rtt_s=link.rtt_s,
+                rate_bps=link.capacity_bps,
+                buffer_s=link.buffer_ms / 1000.0,
             )
         )
 
@@ -205,7 +218,7 @@ def net_plan(top: Topology, prefix: str = DEFAULT_PREFIX) -> NetPlan:
                 return Route("", w.ip_a, w.ifname)
         raise KeyError(f"no link {src}-{dst}")
 
-    hops = _next_hops(top)
+    hops = top.next_hops()
     gateway = top.client.gateway
     routes: dict[str, tuple[Route, ...]] = {}
     for src in pops:
@@ -261,4 +274,6 @@ def net_plan(top: Topology, prefix: str = DEFAULT_PREFIX) -> NetPlan:
         mgmt_gateway_ip=str(ipaddress.IPv4Address(mgmt + 2)),
         edge_rtt_s=top.client.rtt_ms / 1000.0,
         edge_buffer_s=None if top.client.edge_buffer_ms is None else top.client.edge_buffer_ms / 1000.0,
+        edge_mode=top.client.edge_mode,
+        edge_burst_s=None if top.client.edge_burst_ms is None else top.client.edge_burst_ms / 1000.0,
     )

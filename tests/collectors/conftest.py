@@ -189,6 +189,19 @@ def world(k: float, *, reset_free_tokens_at: float | None = None) -> dict[str, S
         key("inferslice_link_cap_bits_per_second", slice="free", pop="bristol", link="client-edge", direction="receive"): 5e5,
         key("inferslice_link_cap_bits_per_second", slice="free", pop="bristol", link="client-edge", direction="transmit"): 1e5,
         key("inferslice_link_cap_bits_per_second", slice="premium", pop="bristol", link="client-edge", direction="receive"): 1e10,
+        # WAN: premium's replicas reach the gateway (bristol) over london's and dublin's links; free's sit at bristol
+        key("inferslice_slice_wan_path_rtt_seconds", slice="premium", pop="bristol", peer_pop="london", link="wan-bristol-london"): 0.009,
+        key("inferslice_slice_wan_path_rtt_seconds", slice="premium", pop="bristol", peer_pop="dublin", link="wan-bristol-dublin"): 0.018,
+        key("inferslice_link_receive_bytes_total", slice="shared", pop="bristol", link="wan-bristol-london"): 1.25e6 * k,  # 1 Mbit/s
+        key("inferslice_link_receive_bytes_total", slice="shared", pop="bristol", link="wan-bristol-dublin"): 2.5e6 * k,  # 2 Mbit/s
+        key("inferslice_link_receive_bytes_total", slice="shared", pop="london", link="wan-london-bristol"): 9e6 * k,  # the other way
+        key("inferslice_link_capacity_bits_per_second", slice="shared", pop="bristol", link="wan-bristol-london"): 10e6,
+        key("inferslice_link_capacity_bits_per_second", slice="shared", pop="bristol", link="wan-bristol-dublin"): 4e6,
+        key("inferslice_link_capacity_bits_per_second", slice="shared", pop="london", link="wan-london-bristol"): 10e6,
+        key("inferslice_pop_rtt_seconds_sum", pop="bristol", peer_pop="london"): 0.2 * k,  # 20 ms mean: 11 ms over its 9
+        key("inferslice_pop_rtt_seconds_count", pop="bristol", peer_pop="london"): 10 * k,
+        key("inferslice_pop_rtt_seconds_sum", pop="bristol", peer_pop="dublin"): 0.19 * k,  # 19 ms: 1 ms over its 18
+        key("inferslice_pop_rtt_seconds_count", pop="bristol", peer_pop="dublin"): 10 * k,
     }
     gpu: Samples = {
         key("inferslice_gpu_utilization_ratio", pop="bristol", gpu="0"): 0.8,
@@ -207,7 +220,8 @@ def world(k: float, *, reset_free_tokens_at: float | None = None) -> dict[str, S
     return {"engine": engine, "serve": serve, "network": network, "gpu": gpu}
 
 
-# Expected snapshot values of ``world`` over a window whose samples sit on both window edges.
+# Expected snapshot values of ``world`` over a 20 s window whose samples sit on both window edges
+# (the counts are the window's: 10 requests/s x 20 s).
 EXPECTED: dict[str, dict[str, float | None]] = {
     "free": {
         "ttft_p50_s": 0.1 + 0.4 * (100 - 20) / (120 - 20),
@@ -218,6 +232,8 @@ EXPECTED: dict[str, dict[str, float | None]] = {
         "tpot_mean_s": 0.025,
         "output_tokens_per_s": 100.0,
         "request_rate": 10.0,
+        "request_count": 200.0,  # the TTFT _count's increase over the 20 s window the tests use
+        "tpot_request_count": 200.0,
         "link_rx_bps": 100000.0,
         "link_tx_bps": 20000.0,
         "link_cap_bps": 5e5,
@@ -230,6 +246,10 @@ EXPECTED: dict[str, dict[str, float | None]] = {
         "gpu_share": 1.0,
         "kv_cache_usage": 0.6,
         "preemptions_per_s": 0.0,
+        "wan_rx_bps": None,  # every replica at the gateway: no WAN on the path
+        "wan_capacity_bps": None,
+        "wan_rtt_s": None,
+        "wan_base_rtt_s": None,
     },
     "premium": {
         "ttft_p50_s": 0.1 * 100 / 160,
@@ -240,6 +260,8 @@ EXPECTED: dict[str, dict[str, float | None]] = {
         "tpot_mean_s": 0.02,
         "output_tokens_per_s": 200.0,
         "request_rate": 10.0,  # from the TTFT histogram's _count: no SLO counter for premium
+        "request_count": 200.0,
+        "tpot_request_count": 200.0,
         "link_rx_bps": 200000.0,
         "link_tx_bps": 40000.0,
         "link_cap_bps": None,  # a cap at the nominal 10 Gb/s is no cap
@@ -252,5 +274,9 @@ EXPECTED: dict[str, dict[str, float | None]] = {
         "gpu_share": 0.7,
         "kv_cache_usage": None,
         "preemptions_per_s": None,
+        "wan_rx_bps": 2e6,  # the fullest path link: dublin's at 0.5 of 4 Mbit/s (london's is at 0.1 of 10)
+        "wan_capacity_bps": 4e6,
+        "wan_rtt_s": 0.02,  # the link furthest over its declared RTT: london's, 20 ms against 9
+        "wan_base_rtt_s": 0.009,
     },
 }
