@@ -35,10 +35,13 @@ def test_the_production_overlay_is_the_sharded_form(rendered_dir: Path) -> None:
     parser = argparse.ArgumentParser()
     api_cli.add_arguments(parser)
     parsed = parser.parse_args(args[1:])  # the CLI takes every flag the manifest passes
-    assert (parsed.shard_groups, parsed.recorded, parsed.prometheus_url) == (fleet.SHARDS, True, fleet.VM_URL)
-    assert parsed.shard_identity == "$(POD_NAME)"  # expanded by the kubelet from the env below
+    assert (parsed.shard_groups, parsed.recorded) == (fleet.SHARDS, True)
+    # $(NAME) is expanded by the kubelet from the container's env
+    assert (parsed.shard_identity, parsed.prometheus_url) == ("$(POD_NAME)", "$(PROMETHEUS_URL)")
     env = {e["name"]: e for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["PROMETHEUS_URL"]["value"] == fleet.VM_URL  # the query layer over the shards
+    assert sts["spec"]["template"]["spec"]["automountServiceAccountToken"] is True  # the Leases
     assert parsed.shard_peer_url.format(identity="inferslice-api-1").startswith(f"http://inferslice-api-1.{fleet.PODS_SERVICE}.")
     assert _find(objs, "Service", fleet.PODS_SERVICE)["spec"]["clusterIP"] == "None"
     assert validate.check_objects(objs) == []
