@@ -214,7 +214,9 @@ def measure(
                     pops=n_pops, tiers=tiers, replicas=replicas, shards=shards, scrape_interval_s=fleet_interval_s, rounds=4
                 )
                 print(f"inferslice bench scale: {n_pops * tiers:,} slices over {shards} shards ...", file=sys.stderr, flush=True)
-                curve[str(n_pops * tiers)] = run_fleet(fleet, topo, node_text, work / f"curve{n}")
+                point = run_fleet(fleet, topo, node_text, work / f"curve{n}")
+                point["per_slice_round_cpu_s"] = per_slice_round(point)
+                curve[str(n_pops * tiers)] = point
             result["curve"] = curve
     result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     return result

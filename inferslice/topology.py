@@ -240,10 +240,14 @@ class Topology(_Model):
         vnis = [t.vni for t in self.tiers]
         if len(set(vnis)) != len(vnis):
             raise ValueError("duplicate tier VNIs")
-        for i, a in enumerate(self.tiers):
-            for b in self.tiers[i + 1 :]:
-                if a.subnet.overlaps(b.subnet):
-                    raise ValueError(f"tiers {a.name!r} and {b.name!r} have overlapping subnets")
+        # Sorted by start, a subnet overlaps an earlier one iff it starts before the furthest end so far
+        # (pairwise was quadratic: minutes for a 10,000-tier fleet).
+        furthest: Tier | None = None
+        for tier in sorted(self.tiers, key=lambda t: (int(t.subnet.network_address), -t.subnet.prefixlen)):
+            if furthest is not None and int(tier.subnet.network_address) <= int(furthest.subnet.broadcast_address):
+                raise ValueError(f"tiers {furthest.name!r} and {tier.name!r} have overlapping subnets")
+            if furthest is None or int(tier.subnet.broadcast_address) > int(furthest.subnet.broadcast_address):
+                furthest = tier
         load: dict[tuple[str, int], float] = {}
         for ti, tier in enumerate(self.tiers):
             for si, slot in enumerate(tier.placement[: tier.replicas_max]):

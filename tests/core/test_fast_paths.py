@@ -37,3 +37,23 @@ def test_the_tier_index_follows_a_copy_with_other_tiers() -> None:
     else:
         raise AssertionError("the copy still found the old tier through the original's index")
     assert topo.tier(first.name) is first
+
+
+def test_overlapping_tier_subnets_are_found_in_sorted_order() -> None:
+    import pytest
+
+    from inferslice.errors import ConfigError
+    from inferslice.topology import topology_from_dict
+
+    def topo(subnets: list[str]) -> None:
+        tiers = [
+            {"name": f"t{i}", "subnet": net, "vni": 100 + i, "gpu_quota": 0.5, "cpu_quota": 1, "replicas_max": 1,
+             "placement": [f"a/gpu{i}"]}
+            for i, net in enumerate(subnets)
+        ]
+        topology_from_dict({"client": {"gateway": "a"}, "pops": [{"name": "a", "gpus": 4}], "tiers": tiers})
+
+    topo(["10.0.2.0/24", "10.0.0.0/24", "10.0.1.0/24"])  # disjoint, in any order
+    for overlapping in (["10.0.0.0/16", "10.1.0.0/24", "10.0.7.0/24"], ["10.0.1.0/24", "10.0.1.0/25"], ["10.0.1.128/25", "10.0.0.0/23"]):
+        with pytest.raises(ConfigError, match="overlapping subnets"):
+            topo(overlapping)
