@@ -44,9 +44,21 @@ def _sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
+def _runs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of runs, got {text!r}") from None
+    if n < 9:
+        raise argparse.ArgumentTypeError(f"a median of paired runs needs at least 9, got {n}")
+    return n
+
+
 def _add_exporter(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sizes", type=_sizes, default=(100, 1000), help="interface counts (default 100,1000)")
-    p.add_argument("--repeat", type=int, default=15, help="scrapes per variant, median reported (default 15)")
+    p.add_argument(
+        "--repeat", type=_runs, default=15, help="paired runs (each scrapes every variant once), median reported (default 15, at least 9)"
+    )
 
 
 def _add_classifier(p: argparse.ArgumentParser) -> None:
