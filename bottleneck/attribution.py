@@ -81,6 +81,7 @@ class Physics:
     tpot_threshold_s: float  # the contention that counts as material for that statistic
     tpot_stat: str | None  # the TPOT statistic judged: the median, or the P99 when the median collapsed (coalesced tokens)
     compute_confirmed: bool = False  # a reduced GPU share, preemptions or a full KV cache reported
+    wan_binding: bool = False  # a WAN path the slice streams over is slowed (``wan_rtt_excess_s``): it binds like a full link
 
 
 def ge(a: float, b: float) -> bool:
@@ -180,7 +181,12 @@ def _split_tpot(obs: float, ref: float, expected: float, engine: float, link: Li
 def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: float | None = None) -> tuple[Attribution, Physics]:
     """Split the window's latency by resource (``snap`` carries its references in ``ref_*``)."""
     refs = references(snap, th)
-    link = link_state(snap, th)
+    edge = link_state(snap, th)
+    excess = snap.wan_rtt_excess_s
+    wan_binding = excess is not None and ge(excess, th.wan_rtt_excess_binding_s)
+    # A slowed WAN path paces the streams that cross it and holds their first chunks as a full edge link
+    # does: the same splits apply, with the network's share taken by the WAN (the edge's state is reported as is).
+    link = edge if edge.binding or not wan_binding else LinkState(True, True, edge.utilization, "wan", edge.bits_per_token)
     lf, load_known = load_factor(snap, th, saturation_tokens_per_s)
     share = snap.gpu_share
     # A share under 1 % is no GPU at all: clamp so that the split stays finite.
@@ -254,6 +260,8 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
             network = min(left - measured, th.first_chunk_tpot_multiple * net_tpot.get(pair, 0.0))
         else:
             network = 0.0
+        if wan_binding and excess is not None:
+            network = max(network, min(left - measured, excess))  # every first chunk crosses the slowed path once more
         queue = left - network
         if gauge is False and link.binding:
             network, queue = left, 0.0  # nothing waits at the engine: the link's queue holds the first chunk
@@ -262,6 +270,19 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
         shares.append(LatencyShare(stat, obs, ref, queue, network, compute, obs - queue - network - compute))
     shares.sort(key=lambda s: s.stat)
     physics = Physics(
-        refs, link, lf, load_known, slowdown, cfactor, gauge, little, unseparated, contention, c_thr, pace if net_tpot else None, confirmed
+        refs,
+        edge,
+        lf,
+        load_known,
+        slowdown,
+        cfactor,
+        gauge,
+        little,
+        unseparated,
+        contention,
+        c_thr,
+        pace if net_tpot else None,
+        confirmed,
+        wan_binding,
     )
     return Attribution(tuple(shares)), physics

@@ -198,6 +198,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     tpot = signals.tpot(snap, th, refs)
     tokens = signals.tokens(snap, th)
     link = signals.link(snap, th, ph.link)
+    wan = signals.wan(snap, th)
     queue = signals.queue(snap, th)
     compute = signals.compute(snap, th)
     slo = signals.slo_state(snap, th)
@@ -218,6 +219,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         *tpot.evidence,
         *tokens.evidence,
         *link.evidence,
+        *wan.evidence,
         *queue.evidence,
         *compute.evidence,
         *_physics_evidence(ph, snap),
@@ -227,7 +229,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             note=f"reference source: {ref_source}",
         ),
     ]
-    judge = _Judge(attribution, snap, th, ph.tpot_stat, ph.link.binding, ph.compute_confirmed)
+    judge = _Judge(attribution, snap, th, ph.tpot_stat, ph.link.binding or ph.wan_binding, ph.compute_confirmed)
     fractions = judge.fractions()
     attribution = Attribution(attribution.shares, tuple((r, fractions[r]) for r in RESOURCES))
     missing = _missing(ttft, tpot, tokens, link, queue, compute)
@@ -260,7 +262,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             secondary = [REGIME_OF[r] for r in ORDER if r != primary and (r in binding or judge.secondary(r, fractions))]
             secondary = [r for r in secondary if r is not Regime.QUEUE_LIMITED or judge.secondary("queue", fractions) or "queue" in binding]
             confidence = _confidence(primary, ph, snap, th, judge, ttft_up, tpot_up, tokens, queue, compute, has_tpot)
-        elif ph.link.binding is not True and _queue_building(snap, th):
+        elif ph.link.binding is not True and not ph.wan_binding and _queue_building(snap, th):
             regime = Regime.QUEUE_LIMITED
             confidence = 0.5
             note = "requests wait at the replica ceiling: TTFT rises as they are served (queue leads the latency)"
@@ -320,7 +322,7 @@ def _confidence(
     refs = ph.refs
     if primary == "network":
         c = 0.6 + (0.1 if tpot_up and tokens.state is True else 0.0) + (0.1 if ttft_up else 0.0)
-        c += 0.1 if ph.link.against == "cap" else 0.0
+        c += 0.1 if ph.link.against == "cap" or ph.wan_binding else 0.0  # a measured cap, or a measured slowed path
         return min(c, UNSURE) if not ph.load_known or not has_tpot else c
     if primary == "compute":
         if not ph.link.known:

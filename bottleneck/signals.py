@@ -147,6 +147,22 @@ def link(snap: SliceSnapshot, th: Thresholds, state: LinkState) -> Reading:
     return Reading(state.binding, tuple(ev))
 
 
+def wan(snap: SliceSnapshot, th: Thresholds) -> Reading:
+    """Is a WAN path the slice streams over slowed (its measured RTT above the configured one)? None: not probed."""
+    excess = snap.wan_rtt_excess_s
+    if excess is None:
+        return Reading(None)
+    crossed = excess >= th.wan_rtt_excess_binding_s
+    ev = Evidence(
+        "wan_rtt_excess_s",
+        excess,
+        threshold=th.wan_rtt_excess_binding_s,
+        crossed=crossed,
+        note="slowest WAN path to the gateway: measured RTT above the configured one (a full buffer or a reroute)",
+    )
+    return Reading(crossed, (ev,))
+
+
 def queue(snap: SliceSnapshot, th: Thresholds) -> Reading:
     """Queue confirmations: requests held back, queue time, autoscaler at its ceiling."""
     ev: list[Evidence] = []

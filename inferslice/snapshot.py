@@ -54,6 +54,9 @@ class SliceSnapshot:
     link_tx_bps: float | None = None
     link_cap_bps: float | None = None
     link_capacity_bps: float | None = None  # the interface's physical rate: what an uncapped link is judged against
+    # The slowest WAN path the slice's serving replicas stream to the gateway over: its measured RTT minus the
+    # topology's (the PoP prober's); cross-traffic that fills a link's buffer and an added delay both raise it. 0: as configured.
+    wan_rtt_excess_s: float | None = None
     requests_waiting: float | None = None
     requests_running: float | None = None
     queue_time_p99_s: float | None = None

@@ -1,0 +1,58 @@
+"""A slowed WAN path (``wan_rtt_excess_s``) is the network's, not a queue's or the GPU's.
+
+Operating points written from the brief's unconstrained tier (REF in test_attribution) and the
+control benchmark's two WAN causes: an added delay (+0.5 s round trip: every first chunk late, TPOT
+unchanged, nothing waiting) and cross-traffic filling the link (its buffer adds ~0.1 s, the streams
+behind it are paced: TPOT x4). The client edge is uncapped and far from its physical rate."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from inferslice.bottleneck import classify
+from inferslice.diagnosis import Regime
+
+from .test_attribution import MBPS, point
+
+EDGE = dict(link_rx_bps=0.8 * MBPS, link_capacity_bps=10e9, requests_waiting=0.0, requests_running=8.0, request_rate=1.6)
+
+
+def delayed(**kw: Any) -> Any:
+    return point(**{**EDGE, "ttft_p50_s": 0.56, "ttft_p99_s": 0.6, "tpot_p50_s": 0.025, "tpot_p99_s": 0.034,
+                    "output_tokens_per_s": 300.0, **kw})  # fmt: skip
+
+
+def congested(**kw: Any) -> Any:
+    return point(**{**EDGE, "ttft_p50_s": 1.5, "ttft_p99_s": 4.0, "tpot_p50_s": 0.1, "tpot_p99_s": 0.15,
+                    "output_tokens_per_s": 120.0, **kw})  # fmt: skip
+
+
+def test_a_delay_step_on_the_wan_is_network_limited_not_a_queue() -> None:
+    d = classify(delayed(wan_rtt_excess_s=0.5))
+    assert d.regime is Regime.NETWORK_LIMITED and d.confidence >= 0.6
+    assert d.attribution is not None and d.attribution.fraction("network") > 0.9
+    ev = {e.signal: e for e in d.evidence}
+    assert ev["wan_rtt_excess_s"].crossed and not ev["link_utilization"].crossed  # the WAN, not the client edge
+    # Without the prober's field the same window reads as a queue: the WAN cause is invisible to it.
+    assert classify(delayed()).regime is Regime.QUEUE_LIMITED
+
+
+def test_cross_traffic_on_the_wan_is_network_limited_not_compute() -> None:
+    d = classify(congested(wan_rtt_excess_s=0.1))
+    assert d.regime is Regime.NETWORK_LIMITED
+    assert classify(congested()).regime is Regime.COMPUTE_LIMITED  # TPOT up on a free edge at full GPU share
+
+
+def test_a_path_as_configured_changes_no_verdict() -> None:
+    for snap in (delayed(), congested(), point(ttft_p50_s=0.06, ttft_p99_s=0.1, tpot_p50_s=0.025, tpot_p99_s=0.034, **EDGE)):
+        for excess in (0.0, 0.02):  # within probe jitter: below the binding threshold
+            a, b = classify(snap), classify(dataclasses.replace(snap, wan_rtt_excess_s=excess))
+            assert (a.regime, a.secondary, a.confidence) == (b.regime, b.secondary, b.confidence)
+
+
+def test_a_capped_edge_stays_the_edges_with_a_slowed_path_beside_it() -> None:
+    d = classify(congested(link_rx_bps=0.46 * MBPS, link_cap_bps=0.5 * MBPS, wan_rtt_excess_s=0.1))
+    assert d.regime is Regime.NETWORK_LIMITED
+    ev = {e.signal: e for e in d.evidence}
+    assert ev["link_utilization"].crossed and ev["wan_rtt_excess_s"].crossed
