@@ -42,7 +42,8 @@ from inferslice.control.forecast import Forecast, predict, update
 from inferslice.control.placement import destinations
 from inferslice.control.settings import TierPolicy
 from inferslice.control.state import Check, ControlEvent, ControlState, SliceState
-from inferslice.control.trust import cap_unseen, held, link_pinned, shadowed, track
+from inferslice.control.trust import cap_unseen, held, link_pinned, shadowed, streak, track
+from inferslice.control.wan import relocate_off_path, slowed_pops, wan_bound
 from inferslice.diagnosis import BINDING_REGIMES, Diagnosis, Regime
 from inferslice.snapshot import SliceSnapshot
 
@@ -154,6 +155,15 @@ def _judge(
         else:
             cause = Q if c.cause == FORECAST else Regime(c.cause) if c.cause in Regime._value2member_map_ else None
             failed = cause is not None and cause in present
+            if (
+                failed
+                and c.kind is ActionKind.RELOCATE
+                and cause is N
+                and slowed_pops(ss, p.settings) & {r.pop for r in ss.replicas if r.state == "ready"}
+            ):
+                why = f"moved to {c.value}; replicas still behind a slowed path"
+                events.append(ControlEvent(now_s, p.tier, "insufficient", why, c.cause, c.action_id))
+                continue
             if (
                 failed
                 and c.kind is ActionKind.SET_CAP
@@ -290,7 +300,7 @@ def decide(
     st, rollbacks = _judge(st, diagnosis, ss, p, now_s, events)
     lam = st.forecast.level if st.forecast.samples else None
     horizon = _cold_start(st, p)
-    fc = predict(st.forecast, horizon, s.forecast_alpha, s.forecast_beta, s.forecast_z, s.forecast_min_samples)
+    fc = predict(st.forecast, horizon, s.forecast_alpha, s.forecast_beta, s.forecast_z, s.forecast_min_samples) if s.forecasting else None
     if fc is not None:
         st = replace(st, forecast_for_s=fc.at_s, forecast_mean=fc.mean, forecast_upper=fc.upper)
     if not p.controlled:
@@ -333,13 +343,26 @@ def decide(
                     want_replicas = (n, Q.value, why, cold + s.queue_drain_s)
             elif ss.replicas_ready >= target:
                 at_ceiling = True
+        elif r is N and wan_bound(ss, s):
+            # The network that binds is a slowed WAN path, not the client edge: only a move off that path helps.
+            if ss.relocatable and (N.value, ActionKind.RELOCATE.value) not in futile and ActionKind.RELOCATE not in decided:
+                if streak(st, N) < s.persist_windows:
+                    holding = _held_event(events, st, p, N, "a WAN path reads slowed in one window: a move waits for a second", now_s)
+                else:
+                    act, why_not = relocate_off_path(p, ss, now_s, _cold_start(st, p) + 2 * s.window_s)
+                    if act is not None:
+                        actions.append(act)
+                        decided.add(ActionKind.RELOCATE)
+                    elif dict(st.streaks).get(N.value, 0) == s.persist_windows:
+                        events.append(ControlEvent(now_s, p.tier, "no_placement", f"WAN path slowed: {why_not}", N.value))
         elif r is N and ActionKind.SET_CAP not in decided and cap_unseen(diagnosis, ss, st, s.window_s):
             pass  # the verdict predates the cap in force: wait for a window measured at it
         elif r is N and ActionKind.SET_CAP not in decided:
             demand = demand_bps(ss, p, st, lam)
             cap = ss.cap_bps
             if (
-                (N.value, ActionKind.SET_CAP.value) not in futile
+                s.cap_raises
+                and (N.value, ActionKind.SET_CAP.value) not in futile
                 and demand is not None
                 and cap is not None
                 and cap < p.bandwidth_budget_bps
@@ -501,7 +524,7 @@ def _reclaim(
         )
     wanted_bps = demand_bps(ss, p, st, lam)
     cap = ss.cap_bps
-    if (RECLAIM, ActionKind.SET_CAP.value) not in st.futile and cap is not None and wanted_bps:
+    if s.cap_raises and (RECLAIM, ActionKind.SET_CAP.value) not in st.futile and cap is not None and wanted_bps:
         keep = max(wanted_bps * s.cap_headroom * s.cap_reclaim_margin, p.base_cap_bps or 0.0)
         if cap > 2 * keep:
             lowered = cap - (cap - keep) / 2  # half the excess per reclaim period: slow, never below margin x demand

@@ -1,0 +1,71 @@
+"""The WAN remedy (pure): a network verdict whose binding resource is a slowed WAN path, not the client edge.
+
+Cross-traffic that fills an inter-PoP link, or an added delay on it (a reroute), slows every stream
+a tier's replicas at that PoP send to the gateway: the snapshot's ``wan_rtt_excess_s`` (the slowest
+path its serving replicas use, measured by the PoP prober against the topology's RTT) rises, and the
+classifier reads ``network_limited`` with the client edge free. A cap raise gives bandwidth the
+streams cannot reach and a scale-out adds replicas behind the same path (at the same PoP, in
+placement order): both are futile. The remedy is to move the replicas behind the slowed path,
+make-before-break, to free GPU at a PoP whose path is not slowed (``SliceState.path_excess_s``: the
+per-PoP measurement), one replica per decision within the relocation cooldown; a move that leaves
+other replicas behind the path is ``insufficient``, not futile.
+"""
+
+from __future__ import annotations
+
+from inferslice.actions import Action, ActionKind
+from inferslice.control.placement import destinations
+from inferslice.control.settings import ControlSettings, TierPolicy
+from inferslice.control.state import SliceState
+from inferslice.control.trust import link_pinned
+from inferslice.diagnosis import Regime
+
+
+def wan_bound(ss: SliceState, s: ControlSettings) -> bool:
+    """A network verdict is the WAN's: a path the tier streams over reads slowed and its client edge
+    is not pinned at a cap (a cap raise would give bandwidth the streams cannot reach)."""
+    snap = ss.snapshot
+    excess = snap.wan_rtt_excess_s if snap is not None else None
+    return excess is not None and excess >= s.wan_excess_s and not link_pinned(ss, s.link_pinned_ratio)
+
+
+def slowed_pops(ss: SliceState, s: ControlSettings) -> set[str]:
+    return {pop for pop, x in ss.path_excess_s.items() if x >= s.wan_excess_s}
+
+
+def relocate_off_path(p: TierPolicy, ss: SliceState, now_s: float, delay_s: float) -> tuple[Action | None, str]:
+    """Make-before-break: a ready replica behind the most slowed WAN path to a free GPU at a PoP whose
+    path is not slowed (the placement rules and the ranking of ``destinations``)."""
+    s = p.settings
+    slowed = slowed_pops(ss, s)
+    if not slowed:
+        return None, "no PoP's path measured slowed (per-PoP path RTTs unknown)"
+    behind = sorted(
+        (r for r in ss.replicas if r.state == "ready" and r.pop in slowed), key=lambda r: (-ss.path_excess_s.get(r.pop, 0.0), r.id)
+    )
+    if not behind:
+        return None, f"no ready replica behind the slowed paths of {', '.join(sorted(slowed))}"
+    replica = behind[0]
+    slots = destinations(
+        replica, list(ss.replicas), p.parallelism, p.gpu_per_replica, dict(ss.free_gpu), ss.pair_rtt_s, ss.pop_rtt_s, frozenset(slowed)
+    )
+    if not slots:
+        return None, f"no free GPU slot at a PoP off the slowed paths ({', '.join(sorted(slowed))})"
+    # The tier's own reserved slots first: the unreserved pool is what every tier's moves share.
+    slots = sorted(slots, key=lambda slot: slot not in p.placement)
+    excess = ss.path_excess_s.get(replica.pop, 0.0)
+    return (
+        Action(
+            ActionKind.RELOCATE,
+            p.tier,
+            slots[0],
+            reason=f"network_limited on the WAN: {replica.pop}'s path to the gateway {excess * 1e3:.0f} ms slower than configured,"
+            f" client edge not at its cap; move {replica.id} from {replica.pop}/gpu{replica.gpu} to {slots[0]}, make-before-break",
+            regime=Regime.NETWORK_LIMITED.value,
+            replica=replica.id,
+            previous=f"{replica.pop}/gpu{replica.gpu}",
+            decided_s=now_s,
+            expected_by_s=now_s + delay_s,
+        ),
+        "",
+    )
