@@ -29,9 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inferslice.bench.control import BenchSettings, Scenario, count_violations, ratios, scenarios, score
+from inferslice.bench.control import BenchSettings, count_violations, ratios, score
 from inferslice.bench.control_backend import ActionLog, TierReading
-from inferslice.bench.control_policies import PAPER_COLD_START_S, POLICIES
+from inferslice.bench.control_peers import POLICIES
+from inferslice.bench.control_policies import PAPER_COLD_START_S
+from inferslice.bench.control_scenarios import Scenario, Serving, causes, scenarios
 from inferslice.bench.control_testbed_backend import TestbedBackend
 from inferslice.control.guardrails import reservations
 from inferslice.control.settings import tier_policies
@@ -170,7 +172,9 @@ def run_one(
     res = reservations(tier_policies(top))
     caps = sorted(sc.caps, key=lambda c: c[0])
     series: dict[str, list[tuple[float, float | None, int, str]]] = {t: [] for t in top.tier_names}
-    replica_s, violations, last, next_window = 0.0, 0, 0.0, bs.window_s
+    truth: list[tuple[float, dict[str, frozenset[str]]]] = []
+    replica_s = {t: 0.0 for t in top.tier_names}
+    violations, last, next_window = 0, 0.0, bs.window_s
     while backend.t < pre + bs.duration_s:
         started = backend.t
         backend.refresh()
@@ -186,7 +190,8 @@ def run_one(
                     backend.set_share(rep, t, want)
         readings = {t: backend.reading(t) for t in top.tier_names}
         if now >= 0:
-            replica_s += (now - max(last, 0.0)) * sum(len(r.replicas) for r in readings.values())
+            for t, r in readings.items():
+                replica_s[t] += (now - max(last, 0.0)) * len(r.replicas)
         violations += count_violations(top, res, live_slots(top, readings))
         last = now
         windows: dict[str, SliceSnapshot] | None = None
@@ -203,6 +208,9 @@ def run_one(
                 d = diagnoses.get(t)
                 if now >= 0:
                     series[t].append((now, None, readings[t].target, d.regime.value if d else "unknown"))
+            if now >= 0:
+                serving = Serving({t: [x.slot for x in r.ready] for t, r in readings.items()}, {t: r.cap_bps for t, r in readings.items()})
+                truth.append((now, causes(top, sc, now, serving)))
         policy.tick(clock, windows, diagnoses)
         time.sleep(max(0.0, ts.tick_s - (backend.t - started)))
     records: dict[str, list[dict[str, Any]]] = {}
@@ -218,9 +226,10 @@ def run_one(
         t: [(x[0], window_p99(records[t], t0_wall, x[0], bs.window_s, ts.failed_ttft_s), x[2], x[3]) for x in pts]
         for t, pts in series.items()
     }
-    cell = score(
-        top, sc, policy_name, policy, log, series, replica_s, violations, bs, tier_outcomes(top, records, t0_wall, bs, ts.score_tail_s)
-    )
+    per_tier = tier_outcomes(top, records, t0_wall, bs, ts.score_tail_s)
+    for t, rs in replica_s.items():
+        per_tier[t]["replica_seconds"] = rs
+    cell = score(top, sc, policy_name, policy, log, series, sum(replica_s.values()), violations, bs, per_tier, truth)
     cell["seeds"] = 1
     cell["unrecovered_seeds"] = 1 if cell["time_to_recover_s"] is None else 0
     cell["requests"] = {t: len(r) for t, r in records.items()}
