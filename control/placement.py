@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from inferslice.control.actuators.base import ReplicaPlacement
+from inferslice.placement import ReplicaPlacement
 from inferslice.topology import LatencyTier, Parallelism, latency_tier, parse_slot
 
 _ALLOWED: dict[Parallelism, frozenset[LatencyTier]] = {

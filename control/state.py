@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from inferslice.actions import ActionKind
-from inferslice.control.actuators.base import ReplicaPlacement
 from inferslice.control.forecast import HoltState, holt_from_dict
+from inferslice.placement import ReplicaPlacement
 from inferslice.snapshot import SliceSnapshot
 
 

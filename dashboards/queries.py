@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from inferslice import actions as a
 from inferslice import metric_names as m
 
 # The grid of the SLO alerting conventions (CONTRACTS.md): windows used by the burn-rate alerts.
@@ -17,14 +18,9 @@ BURN_WINDOWS: tuple[str, ...] = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
 QUANTILE_WINDOWS: tuple[str, ...] = ("1m", "5m")
 QUANTILES: tuple[float, ...] = (0.5, 0.99)
 
-# Outcomes of inferslice_control_actions_total{outcome}: the control loop's vocabulary as the
-# dashboards read it ("pending" = waiting for an operator's approval, "futile" = applied but the
-# regime did not change, e.g. replicas added to a network-limited tier).
-OUTCOME_APPLIED = "applied"
-OUTCOME_PENDING = "pending"
-OUTCOME_FUTILE = "futile"
-OUTCOME_REJECTED = "rejected"
-OUTCOME_FAILED = "failed"
+# Outcomes of inferslice_control_actions_total{outcome}: the vocabulary's (``inferslice.actions``).
+OUTCOME_APPLIED, OUTCOME_PENDING, OUTCOME_FUTILE = a.OUTCOME_APPLIED, a.OUTCOME_PENDING, a.OUTCOME_FUTILE
+OUTCOME_REJECTED, OUTCOME_FAILED = a.OUTCOME_REJECTED, a.OUTCOME_FAILED
 BINDING_REGIMES: tuple[str, ...] = ("queue_limited", "network_limited", "compute_limited")
 
 # Vantage label of the latency recording rules: where the latency was measured.

@@ -12,6 +12,15 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+# Outcomes of an action as the controller's metric ``inferslice_control_actions_total{outcome}``, the
+# audit log and the dashboards name them: "pending" = waiting for an operator's approval, "futile" =
+# applied but the regime did not change (e.g. replicas added to a network-limited tier).
+OUTCOME_APPLIED = "applied"
+OUTCOME_PENDING = "pending"
+OUTCOME_FUTILE = "futile"
+OUTCOME_REJECTED = "rejected"
+OUTCOME_FAILED = "failed"
+
 
 class ActionKind(enum.StrEnum):
     SET_REPLICAS = "set_replicas"

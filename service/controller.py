@@ -26,7 +26,15 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from inferslice import metric_names as m
-from inferslice.actions import Action, ActionKind
+from inferslice.actions import (
+    OUTCOME_APPLIED,
+    OUTCOME_FAILED,
+    OUTCOME_FUTILE,
+    OUTCOME_PENDING,
+    OUTCOME_REJECTED,
+    Action,
+    ActionKind,
+)
 from inferslice.control.actuators.base import (
     Actuator,
     ApplyStatus,
@@ -39,7 +47,6 @@ from inferslice.control.policy import decide
 from inferslice.control.settings import TierPolicy
 from inferslice.control.state import ControlEvent, ControlState, drop_check, mark_applied
 from inferslice.control.view import cluster_view, slice_state
-from inferslice.dashboards import queries as q
 from inferslice.diagnosis import Diagnosis
 from inferslice.errors import RetryableError
 from inferslice.service.control_audit import (
@@ -207,11 +214,11 @@ class Controller:
             if isinstance(a.value, (int, float)):
                 self.metrics.desired.labels(a.slice, a.kind.value).set(float(a.value))
             if self.mode is Mode.APPROVE:
-                self.metrics.outcome(a, q.OUTCOME_PENDING)
+                self.metrics.outcome(a, OUTCOME_PENDING)
         for e in events:
             if e.kind == "futile" and e.action_id:
                 kind = next((c for c in ActionKind if e.action_id.endswith(c.value)), ActionKind.NOOP)
-                self.metrics.actions.labels(e.tier, kind.value, q.OUTCOME_FUTILE).inc()
+                self.metrics.actions.labels(e.tier, kind.value, OUTCOME_FUTILE).inc()
         return allowed, len(refused), events
 
     def _observe_metrics(self, tier: str, st: ControlState, snapshot: SliceSnapshot | None) -> None:
@@ -245,11 +252,11 @@ class Controller:
                     tier_state=self._dropped(action) if give_up else None,
                 )
                 if give_up:
-                    self.metrics.outcome(action, q.OUTCOME_FAILED)
+                    self.metrics.outcome(action, OUTCOME_FAILED)
                 continue
             except PermanentActuatorError as err:
                 self.audit.transition(action.id, FAILED, now, detail=f"permanent: {err}", tier_state=self._dropped(action))
-                self.metrics.outcome(action, q.OUTCOME_FAILED)
+                self.metrics.outcome(action, OUTCOME_FAILED)
                 continue
             if result.status is ApplyStatus.IN_PROGRESS:
                 if row["state"] != IN_PROGRESS:
@@ -260,7 +267,7 @@ class Controller:
             if st is not None:
                 self.states[action.slice] = st
             self.audit.transition(action.id, APPLIED, now, detail=result.detail or result.status.value, tier_state=st)
-            self.metrics.outcome(action, q.OUTCOME_APPLIED)
+            self.metrics.outcome(action, OUTCOME_APPLIED)
             if isinstance(action.value, (int, float)):
                 self.metrics.applied.labels(action.slice, action.kind.value).set(float(action.value))
             done.append(action.id)
@@ -290,7 +297,7 @@ class Controller:
         st = self.states.get(row["tier"])
         if st is not None:
             self.states[row["tier"]] = drop_check(st, action_id)
-        self.metrics.actions.labels(row["tier"], row["kind"], q.OUTCOME_REJECTED).inc()
+        self.metrics.actions.labels(row["tier"], row["kind"], OUTCOME_REJECTED).inc()
         return row
 
     def health(self) -> dict[str, Any]:

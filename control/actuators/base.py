@@ -28,6 +28,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from inferslice.actions import Action, ActionKind
 from inferslice.errors import PermanentError, RetryableError
+from inferslice.placement import ReplicaPlacement
+
+__all__ = ["ReplicaPlacement"]  # re-exported: observations carry the vocabulary's one placement type
 
 
 class ActuatorError(Exception):
@@ -46,15 +49,6 @@ class ApplyStatus(enum.StrEnum):
     APPLIED = "applied"  # the target is reached by this call
     ALREADY_APPLIED = "already_applied"  # the target was already reached (a repeat of the same id)
     IN_PROGRESS = "in_progress"  # accepted; call apply again with the same action to advance it
-
-
-@dataclass(frozen=True)
-class ReplicaPlacement:
-    id: str  # "premium-2"
-    pop: str
-    gpu: int
-    state: str = "ready"  # starting | ready | stopping
-    gpu_share: float = 1.0  # effective share of its GPU allocation (< 1: a co-tenant slows it)
 
 
 @dataclass(frozen=True)

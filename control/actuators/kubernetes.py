@@ -32,16 +32,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from inferslice.actions import Action, ActionKind
+from inferslice.common.placement import placement_from_pod, pod_ready
 from inferslice.deploy import serve_config
 from inferslice.deploy.rbac import tier_namespace
 from inferslice.deploy.tiers import EGRESS_RATE, INGRESS_RATE, POP_LABEL, rate_mbps, worker_group_name
+from inferslice.placement import ReplicaPlacement
 from inferslice.topology import Tier, Topology, parse_slot
 
 from .base import (
     ApplyResult,
     ApplyStatus,
     PermanentActuatorError,
-    ReplicaPlacement,
     RetryableActuatorError,
     TierObservation,
     require_kind,
@@ -215,7 +216,7 @@ class KubernetesActuator:
         dest_group = worker_group_name(dest)
         if progress.get("id") != action.id:
             return self._make(action, tier, ns, rs, rc, groups, dest)
-        ready = sum(1 for p in self._pods(ns, f"ray.io/cluster={rc['metadata']['name']},ray.io/group={dest_group}") if _ready(p))
+        ready = sum(1 for p in self._pods(ns, f"ray.io/cluster={rc['metadata']['name']},ray.io/group={dest_group}") if pod_ready(p))
         if ready < int(progress["ready_needed"]):
             return ApplyResult(
                 action.id, ApplyStatus.IN_PROGRESS, f"waiting for a ready replica at {dest} ({ready}/{progress['ready_needed']})"
@@ -227,7 +228,7 @@ class KubernetesActuator:
     ) -> ApplyResult:
         source = self._source_group(ns, rc, str(action.replica))
         dest_group = worker_group_name(dest)
-        ready_now = sum(1 for p in self._pods(ns, f"ray.io/cluster={rc['metadata']['name']},ray.io/group={dest_group}") if _ready(p))
+        ready_now = sum(1 for p in self._pods(ns, f"ray.io/cluster={rc['metadata']['name']},ray.io/group={dest_group}") if pod_ready(p))
         rv = rc["metadata"]["resourceVersion"]
         ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/resourceVersion", "value": rv}]
         index = next((i for i, g in enumerate(groups) if g["groupName"] == dest_group), None)
@@ -371,16 +372,8 @@ def _cap_bps(pod: dict[str, Any]) -> float | None:
     return float(rate) * 1e6 if rate not in (None, "", "0") else None
 
 
-def _ready(pod: dict[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod.get("status", {}).get("conditions", []))
-
-
 def _placement(pod: dict[str, Any]) -> ReplicaPlacement:
-    labels = pod["metadata"].get("labels", {})
-    deleting = pod["metadata"].get("deletionTimestamp") is not None
-    state = "stopping" if deleting else "ready" if _ready(pod) else "starting"
-    # The GPU index is Run:ai's choice and not visible here; gpu 0 stands for "a GPU of that PoP".
-    return ReplicaPlacement(pod["metadata"]["name"], labels.get(POP_LABEL, ""), 0, state)
+    return placement_from_pod(pod, POP_LABEL)
 
 
 __all__ = ["KubernetesActuator", "KubernetesSettings", "distribute"]

@@ -21,25 +21,17 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from inferslice.actions import Action, ActionKind
+from inferslice.common.placement import serve_app
 from inferslice.control.actuators.base import (
     ApplyResult,
     ApplyStatus,
     PermanentActuatorError,
-    ReplicaPlacement,
     RetryableActuatorError,
     TierObservation,
     require_kind,
 )
 
 REST_TIMEOUT_S = 10.0  # Serve's controller answers in well under a second when healthy
-_STATES = {
-    "RUNNING": "ready",
-    "STARTING": "starting",
-    "UPDATING": "starting",
-    "RECOVERING": "starting",
-    "STOPPING": "stopping",
-    "PENDING_MIGRATION": "stopping",
-}
 # Keys of ServeInstanceDetails that belong in the declarative config sent back.
 _CONFIG_KEYS = ("proxy_location", "http_options", "grpc_options", "target_capacity")
 _HTTP_KEYS = ("host", "port", "root_path", "request_timeout_s", "keep_alive_timeout_s")
@@ -101,18 +93,10 @@ def with_fixed_replicas(config: dict[str, Any], app: str, replicas: int) -> tupl
 
 
 def observation_of(app: Mapping[str, Any]) -> TierObservation:
-    deps = app.get("deployments") or {}
-    dep: Mapping[str, Any] = next(iter(deps.values()), {})
-    cfg_deps = (app.get("deployed_app_config") or {}).get("deployments") or [{}]
-    fixed = "num_replicas" in cfg_deps[0] and "autoscaling_config" not in cfg_deps[0]
-    replicas = tuple(
-        ReplicaPlacement(
-            id=str(r.get("replica_id", "")), pop=str(r.get("node_ip", "")), gpu=0, state=_STATES.get(str(r.get("state")), "starting")
-        )
-        for r in dep.get("replicas") or []
-    )
+    """The tier's observation from its application in ``ServeInstanceDetails`` (the shared parser's reading)."""
+    parsed = serve_app(str(app.get("name")), app)
     return TierObservation(
-        tier=str(app.get("name")), replicas_target=int(dep.get("target_num_replicas", 0)), replicas=replicas, externally_controlled=fixed
+        tier=parsed.name, replicas_target=parsed.target_replicas or 0, replicas=parsed.replicas, externally_controlled=parsed.fixed
     )
 
 

@@ -23,17 +23,17 @@ from urllib.parse import quote
 import httpx
 
 from inferslice.actions import Action, ActionKind
+from inferslice.common.placement import placement_from_front
 from inferslice.common.registry import DEFAULT_STATE_DIR, Registry, read_registry
 from inferslice.control.actuators.base import (
     ApplyResult,
     ApplyStatus,
     PermanentActuatorError,
-    ReplicaPlacement,
     RetryableActuatorError,
     TierObservation,
     require_kind,
 )
-from inferslice.errors import InferSliceError
+from inferslice.errors import InferSliceError, ParseError
 
 ADMIN_TIMEOUT_S = 5.0  # local admin calls; a slower answer means the front is stuck
 CAP_TIMEOUT_S = 20.0  # the cap command starts an interpreter and talks netlink
@@ -95,16 +95,10 @@ class TestbedActuator:
         out: dict[str, TierObservation] = {}
         for front in reg.fronts:
             st = self._call("GET", f"{front.admin_url}/admin/state")
-            reps = tuple(
-                ReplicaPlacement(
-                    str(r["id"]),
-                    str(r["pop"]),
-                    int(r["gpu"]),
-                    {"pending": "starting", "unhealthy": "starting"}.get(str(r["state"]), str(r["state"])),
-                    float(r.get("gpu_share", 1.0)),
-                )
-                for r in st.get("replicas", [])
-            )
+            try:
+                reps = tuple(placement_from_front(r) for r in st.get("replicas", []))
+            except ParseError as err:
+                raise RetryableActuatorError(f"{front.admin_url}/admin/state: {err}") from None
             out[front.tier] = TierObservation(
                 front.tier, int(st.get("target", len(reps))), reps, self._cap_of(reg, front.tier), st.get("mode") == "fixed"
             )

@@ -37,9 +37,9 @@ def test_registry_placement_merges_fragments(tmp_path: Path) -> None:
         tmp_path, "premium", [_replica("premium-0", "premium", "bristol"), _replica("premium-1", "premium", "london", "starting")]
     )
     got = src.placement("premium")
-    assert got == [ReplicaPlacement("premium-0", "bristol", "ready"), ReplicaPlacement("premium-1", "london", "starting")]
+    assert got == [ReplicaPlacement("premium-0", "bristol", state="ready"), ReplicaPlacement("premium-1", "london", state="starting")]
     assert count_ready(got) == 1
-    assert src.placement("free") == [("free-0", "bristol", "ready")]
+    assert src.placement("free") == [ReplicaPlacement("free-0", "bristol", state="ready")]
 
 
 SERVE_BODY: dict[str, Any] = {
@@ -76,9 +76,9 @@ def test_parse_serve_applications() -> None:
     premium = apps["premium"]
     assert premium.status == "RUNNING" and premium.target_replicas == 4 and premium.max_replicas == 6
     assert premium.replicas == (
-        ReplicaPlacement("r1", "bristol", "ready"),
-        ReplicaPlacement("r2", "london", "ready"),
-        ReplicaPlacement("r3", "10.0.0.3", "starting"),  # unmapped node: its IP
+        ReplicaPlacement("r1", "bristol", state="ready"),
+        ReplicaPlacement("r2", "london", state="ready"),
+        ReplicaPlacement("r3", "10.0.0.3", state="starting"),  # unmapped node: its IP
     )
     assert apps["free"].replicas == () and apps["free"].max_replicas is None
     with pytest.raises(ParseError):
@@ -172,9 +172,30 @@ def test_parse_rayservice_and_placement() -> None:
     assert state.serve_max_replicas == {"premium": 6} and state.serve_replicas == {"premium": None}
     got = KubernetesPlacement(lambda slice: obj).placement("premium")
     assert got == [
-        ReplicaPlacement("bristol-0", "bristol", "ready"),
-        ReplicaPlacement("bristol-1", "bristol", "ready"),
-        ReplicaPlacement("london-0", "london", "starting"),
+        ReplicaPlacement("bristol-0", "bristol", state="ready"),
+        ReplicaPlacement("bristol-1", "bristol", state="ready"),
+        ReplicaPlacement("london-0", "london", state="starting"),
     ]
     with pytest.raises(ParseError):
         parse_rayservice({"spec": {"serveConfigV2": "applications: [unclosed"}})
+
+
+def test_one_parser_for_every_backend_maps_states_onto_the_registry_vocabulary() -> None:
+    """The actuators read placements through the same parser as the collectors (inferslice.common.placement)."""
+    from inferslice.common.placement import placement_from_front, placement_from_pod, serve_app
+
+    front = {"id": "premium-1", "pop": "dublin", "gpu": 1, "state": "pending", "gpu_share": 0.35, "in_flight": 2}
+    assert placement_from_front(front) == ReplicaPlacement("premium-1", "dublin", 1, "starting", 0.35)
+    assert placement_from_front({**front, "state": "unhealthy"}).state == "starting"
+    assert placement_from_front({**front, "state": "stopping"}).slot == "dublin/gpu1"
+    with pytest.raises(ParseError):
+        placement_from_front({"id": "x", "pop": "bristol"})  # no GPU index: refused, not guessed
+    pod = {
+        "metadata": {"name": "w-0", "labels": {"topology.kubernetes.io/zone": "london"}},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    assert placement_from_pod(pod) == ReplicaPlacement("w-0", "london", 0, "ready")
+    assert placement_from_pod({**pod, "metadata": {**pod["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}}).state == "stopping"
+    assert placement_from_pod({"metadata": {"name": "w-1"}, "status": {}}).state == "starting"
+    pinned = {"name": "free", "deployed_app_config": {"deployments": [{"name": "LLMServer", "num_replicas": 2}]}, "deployments": {}}
+    assert serve_app("free", pinned).fixed and not serve_app("premium", SERVE_BODY["applications"]["premium"]).fixed

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from inferslice.control.actuators.base import ReplicaPlacement, TierObservation
+from inferslice.control.actuators.base import TierObservation
 from inferslice.control.settings import TierPolicy, tier_policies
 from inferslice.control.state import SliceState
 from inferslice.control.view import cluster_view, slice_state
 from inferslice.diagnosis import Diagnosis, Regime
+from inferslice.placement import ReplicaPlacement
 from inferslice.snapshot import SliceSnapshot
 from inferslice.topology import Topology, load_topology
 
