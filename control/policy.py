@@ -434,9 +434,16 @@ def decide(
         if mu is not None and fc.upper > capacity:
             n = min(math.ceil(min(fc.upper / (mu * s.target_utilisation), 1e6) - 1e-9), limit)
             n_mean = math.ceil(min(fc.mean / (mu * s.target_utilisation), 1e6) - 1e-9)
+            # A trend, not one Poisson burst: the previous window's forecast mean had outgrown the replicas too
+            # and the level is still rising. A burst moves Holt's level half-way and its trend with it, and the
+            # mean stays high a window after (Premium at 2 req/s read 7 req/s once and pre-scaled 3 -> 6 on an
+            # upper bound of 15 req/s); the level falls back in that window, a ramp's keeps rising.
+            prev = state.forecast_mean
+            again = prev is not None and math.ceil(min(prev / (mu * s.target_utilisation), 1e6) - 1e-9) > target
+            again = again and st.forecast.level > state.forecast.level
             # Pre-scale for a trend, not for noise: the forecast mean itself must outgrow the replicas,
             # then size for the upper bound.
-            if n > target and n_mean > target and lam is not None and fc.mean > lam:
+            if n > target and n_mean > target and again and lam is not None and fc.mean > lam:
                 why = (
                     f"forecast: {fc.upper:.2f} req/s (upper bound) by t+{horizon:.0f} s, one cold start ahead, over the measured"
                     f" capacity {capacity:.2f} req/s ({target} x {mu:.2f} req/s per replica x {s.target_utilisation:.0%})"

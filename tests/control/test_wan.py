@@ -96,3 +96,20 @@ def test_the_ablation_switches_turn_off_their_remedy_only() -> None:
             actions, st = decide(diag("premium", H), state_of("premium", {"premium": 1}, snap), p, 2.0 * i, st)
             acted = acted or any(a.regime == "forecast" for a in actions)
         assert acted is expect
+
+
+def test_one_poisson_burst_is_no_trend_to_prescale_for() -> None:
+    # Premium steady at 2 req/s on 3 replicas (measured 1.1 req/s each: capacity 2.64 at 80 %), one window
+    # reading 7 req/s: Holt's level jumps half-way and the upper bound far above capacity, but the mean
+    # is over capacity in that one window only: no pre-scale. A ramp still pre-scales (test_policy).
+    from inferslice.snapshot import SliceSnapshot
+
+    p = POLICIES["premium"]
+    st = ControlState(service_rate_rps=1.1)
+    prescaled = []
+    for i in range(30):
+        rate = 7.0 if i == 20 else 2.0
+        snap = SliceSnapshot("premium", request_rate=rate, requests_waiting=0.0)
+        actions, st = decide(diag("premium", H), state_of("premium", {"premium": 3}, snap), p, 2.0 * i, st)
+        prescaled += [a for a in actions if a.regime == "forecast"]
+    assert prescaled == []
