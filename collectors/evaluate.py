@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from inferslice.collectors.fields import FirstOf, Gauge, GpuJoin, HistogramMean, Matchers, Quantile, RateSum, Spec
+from inferslice.collectors.fields import FirstOf, Gauge, GpuJoin, HistogramMean, Matchers, Quantile, RateSum, Spec, WanJoin
 from inferslice.collectors.promfuncs import bucket_quantile, extrapolated_rate, parse_le
 from inferslice.collectors.store import SeriesStore
 
@@ -45,6 +45,8 @@ class Evaluator:
             return out
         if isinstance(spec, GpuJoin):
             return self.gpu_join(spec.utilization, spec.allocated)
+        if isinstance(spec, WanJoin):
+            return self.wan_join(spec)
         return self.first_of(spec)
 
     # -- building blocks (each mirrors one PromQL construct) ---------------------------------
@@ -111,6 +113,39 @@ class Evaluator:
             vals = [util[g] for g in gpus if g in util]
             if vals:
                 out[sl] = math.fsum(vals) / len(vals)
+        return out
+
+    def wan_join(self, spec: WanJoin) -> Values:
+        """``render_wan``'s PromQL: per PoP the median of the prober's rates toward the gateway minus the
+        configured RTT (clamped at 0), the max over the PoPs hosting the slice, 0 where none is measured."""
+        start = self.now_s - self.window_s
+        per_pop: dict[str, dict[float, float]] = {}
+        for series in self.store.series(spec.rtt + "_bucket"):
+            if series.label("peer_pop") != spec.gateway:
+                continue
+            le = parse_le(series.label("le") or "")
+            rate = extrapolated_rate(series.range(start, self.now_s), start, self.now_s)
+            if le is None or rate is None:
+                continue
+            pop = series.label("pop") or ""
+            buckets = per_pop.setdefault(pop, {})
+            buckets[le] = buckets.get(le, 0.0) + rate
+        configured = dict(spec.configured_s)
+        excess: dict[str, float] = {}
+        for pop, b in per_pop.items():
+            if pop in configured:
+                median = bucket_quantile(0.5, list(b.items()))  # NaN without observations, as Prometheus gives
+                excess[pop] = median if math.isnan(median) else max(median - configured[pop], 0.0)
+        hosts: dict[str, set[str]] = {}
+        for labels, _ in self._instant((spec.hosts,)):
+            sl = labels.get("slice")
+            if sl in self.slices:
+                hosts.setdefault(sl, set()).add(labels.get("pop", ""))
+        out: Values = {}
+        for sl, pops in hosts.items():
+            vals = [excess.get(pop, 0.0) for pop in pops]
+            known = [v for v in vals if not math.isnan(v)]
+            out[sl] = max(known) if known else math.nan  # PromQL's max skips NaN unless nothing else is there
         return out
 
     def first_of(self, spec: FirstOf) -> Values:

@@ -82,7 +82,19 @@ class FirstOf:
     options: tuple[Spec, ...]
 
 
-Spec = Quantile | HistogramMean | RateSum | Gauge | GpuJoin | FirstOf
+@dataclass(frozen=True)
+class WanJoin:
+    """The slowest WAN path to the gateway among the PoPs hosting the slice's replicas: per PoP, the
+    median RTT its prober measures to the gateway minus the configured RTT; 0 for replicas at the
+    gateway, clamped at 0 (a path a hair faster than configured is as configured)."""
+
+    rtt: str  # the prober's histogram, labels pop (the prober's PoP) and peer_pop
+    hosts: str  # a per-replica series with slice and pop labels: where the slice's replicas serve
+    gateway: str
+    configured_s: tuple[tuple[str, float], ...]  # (PoP, configured RTT to the gateway) for every PoP with a WAN path
+
+
+Spec = Quantile | HistogramMean | RateSum | Gauge | GpuJoin | WanJoin | FirstOf
 
 
 @dataclass(frozen=True)
@@ -92,6 +104,10 @@ class FieldSettings:
     link_name: str = "client-edge"  # the testbed registry's client edge: where the response stream is measured
     nominal_link_bps: float = 10e9  # brief: 10 Gbps NICs; a cap at or above it binds nothing
     perspective: Perspective = "engine"  # engine histograms exist on every replica; client ones need the load generator
+    # The WAN paths to the gateway (``wan_rtt_excess_s``): the gateway PoP and each other PoP's configured RTT to it.
+    # None: no such field (a deployment without a topology's WAN, or without the prober).
+    gateway: str | None = None
+    wan_rtt_s: tuple[tuple[str, float], ...] = ()
 
 
 def field_specs(settings: FieldSettings) -> dict[str, Spec]:
@@ -101,7 +117,11 @@ def field_specs(settings: FieldSettings) -> dict[str, Spec]:
     else:
         ttft, tpot = m.ENGINE_TTFT, m.ENGINE_TPOT
     link: Matchers = (("link", settings.link_name),)
+    wan: dict[str, Spec] = {}
+    if settings.gateway is not None and settings.wan_rtt_s:
+        wan["wan_rtt_excess_s"] = WanJoin(m.POP_RTT, m.REPLICA_GPU_SHARE, settings.gateway, settings.wan_rtt_s)
     return {
+        **wan,
         "ttft_p50_s": Quantile(0.5, ttft),
         "ttft_p99_s": Quantile(0.99, ttft),
         "ttft_mean_s": HistogramMean(ttft),
@@ -171,5 +191,17 @@ def render_promql(spec: Spec, slices: tuple[str, ...], window_s: float) -> str:
     if isinstance(spec, GpuJoin):
         hosts = f"count by (slice, pop, gpu) ({_selector(spec.allocated, sel)} > 0) * 0 + 1"
         return f"avg by (slice) (({hosts}) * on (pop, gpu) group_left () max by (pop, gpu) ({spec.utilization}))"
+    if isinstance(spec, WanJoin):
+        return render_wan(spec, sel, w)
     # FirstOf
     return " or ".join(f"({render_promql(o, slices, window_s)})" for o in spec.options)
+
+
+def render_wan(spec: WanJoin, slice_sel: str, w: str) -> str:
+    """``max by (slice)`` over the slice's replica PoPs of max(0, median RTT to the gateway - configured)."""
+    median = f"histogram_quantile(0.5, sum by (pop, le) (rate({spec.rtt}_bucket{{peer_pop={_quote(spec.gateway)}}}[{w}])))"
+    configured = " or ".join(f'label_replace(vector({rtt!r}), "pop", {_quote(pop)}, "", "")' for pop, rtt in spec.configured_s)
+    excess = f"clamp_min({median} - on (pop) ({configured}), 0)"
+    hosts = f"count by (slice, pop) ({_selector(spec.hosts, slice_sel)}) * 0"
+    # PoPs with a measured path add their excess; the rest (the gateway, an unprobed PoP) count as 0.
+    return f"max by (slice) (({hosts} + on (pop) group_left () {excess}) or {hosts})"
