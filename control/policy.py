@@ -440,7 +440,8 @@ def decide(
             # upper bound of 15 req/s); the level falls back in that window, a ramp's keeps rising.
             prev = state.forecast_mean
             again = prev is not None and math.ceil(min(prev / (mu * s.target_utilisation), 1e6) - 1e-9) > target
-            again = again and st.forecast.level > state.forecast.level
+            now_level, prev_level = st.forecast.level, state.forecast.level
+            again = again and now_level is not None and prev_level is not None and now_level > prev_level
             # Pre-scale for a trend, not for noise: the forecast mean itself must outgrow the replicas,
             # then size for the upper bound.
             if n > target and n_mean > target and again and lam is not None and fc.mean > lam:
