@@ -50,7 +50,9 @@ CAPACITY_UTILISATION = 0.8  # above 80 % of its service rate a Poisson-fed tier'
 CONTENDED = 0.9  # a share below 90 % of nominal: a co-tenant (the classifier's and the controller's threshold)
 EDGE_BINDS_AT = 0.9  # demand at >= 90 % of a cap binds: Poisson bursts queue in the shaper (the pinned ratio every rule uses)
 WAN_CROSS_LEAVES_BPS = 0.3e6  # cross-traffic fills the link but this: under what Standard streams from london (~0.5 Mbit/s)
-WAN_DELAY_STEP_S = 0.5  # a reroute onto a long backup path: +0.5 s round trip pushes every first chunk past the 0.5 s SLO
+# A reroute onto a long backup path: +0.45 s round trip pushes every first chunk over the path past the 0.5 s SLO
+# (0.06 s prefill + 0.45 s), and stays under the PoP prober's 0.5 s timeout, so the slowed path is measured.
+WAN_DELAY_STEP_S = 0.45
 IMPAIRED_LINK = "bristol|london"  # the path Standard's london replicas (and Premium's third and fourth) stream over
 
 HIDDEN_CAUSE_SCENARIOS = ("wan-cross-traffic", "wan-delay-step")  # causes no per-knob rule sees: the goal there is 1.3x
