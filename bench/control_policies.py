@@ -39,8 +39,8 @@ from inferslice.control.actuators.base import Actuator, ApplyResult, TierObserva
 from inferslice.control.settings import ControlSettings, tier_policies
 from inferslice.diagnosis import Diagnosis
 from inferslice.errors import ConfigError
-from inferslice.service.control_audit import AuditLog
 from inferslice.service.controller import Controller, Mode
+from inferslice.service.controller.audit import AuditLog
 from inferslice.snapshot import SliceSnapshot
 from inferslice.topology import Topology
 

@@ -28,6 +28,7 @@ It is a model, not the testbed: absolute numbers are indicative, the comparison 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections import deque
@@ -44,7 +45,7 @@ COLOCATION_PENALTY = 0.15  # per other busy replica on the same GPU (Standard 3 
 PREFILL_S = 0.06  # first token after admission at low load (brief: P99 TTFT ~0.1 s unloaded)
 TOKENS_MEAN = 190  # output tokens per request (ShareGPT-like, ~5 s per request at 25 ms)
 NET_TTFT_S_PER_OVERLOAD = 1.5  # first chunk waits behind the backlog: 0.9 Mbit/s into 0.5 -> +1.2 s (brief: P99 2-3 s)
-WAN_BUFFER_S = 0.1  # a WAN router's drop-tail buffer at line rate: cross-traffic that fills the link keeps it full
+WAN_BUFFER_S = 0.05  # the WAN link's drop-tail buffer at line rate (the testbed delay line's 50 ms): cross-traffic keeps it full
 WAN_MIN_SHARE = 1e-4  # the least the tier streams keep of a link cross-traffic fills (a floor against a zero rate)
 # The brief's mean TCP throughput per latency tier: a link's rate when the topology declares none.
 WAN_RATE_BPS_BY_TIER = {"intra_pop": 10e9, "near": 6.53e9, "mid": 2.79e9, "far": 1.19e9, "distant": 1.30e9}
@@ -173,7 +174,7 @@ class ServingSim:
         self.arrivals = arrivals
         self.share_of = share_of
         self.wan_of = wan_of
-        self.probed = probed  # the PoP prober runs: snapshots carry wan_rtt_excess_s
+        self.probed = probed  # the network exporter's path source and the PoP prober run: snapshots carry the WAN fields
         self.gateway = topology.client.gateway
         self.wan_rate_bps = {wan_key(lk.a, lk.b): link_rate_bps(topology, wan_key(lk.a, lk.b)) for lk in topology.links}
         self.wan_demand_bps: dict[str, float] = {}  # per link, the tier streams' unpaced demand in the last step
@@ -264,6 +265,40 @@ class ServingSim:
             req.start_s = max(self.t, req.arrival_s)
             req.replica = r.id
             r.streams.append(req)
+
+    def _with_wan(self, snap: SliceSnapshot, pops: list[str]) -> SliceSnapshot:
+        """The snapshot's WAN fields over the links these PoPs stream to the gateway over (none: all at
+        the gateway): the fullest link's delivered and physical rate (every tier's streams and the
+        cross-traffic on it), the slowest link's measured and declared round trip."""
+        keys = sorted({k for k in (self.path(p) for p in pops) if k is not None})
+        if not keys:
+            return snap
+        delivered = {}
+        for key in keys:
+            w = self.wan_of(key, self.t)
+            rate = self.wan_rate_bps[key]
+            streams = self.wan_demand_bps.get(key)
+            if streams is None:  # unimpaired: nothing paces the streams; their unpaced rate is what the link carries
+                streams = BITS_PER_TOKEN * sum(
+                    len(r.streams) / self._tpot(r)
+                    for ts in self.tiers.values()
+                    for r in ts.replicas
+                    if r.state in ("ready", "draining") and r.streams and self.path(r.pop) == key
+                )
+            tier_bps = streams * self.wan_scale.get(key, 1.0)
+            cross = 0.0 if w.leaves_bps is None else max(0.0, rate - w.leaves_bps)
+            delivered[key] = min(rate, tier_bps + cross)
+        fullest = max(keys, key=lambda k: delivered[k] / self.wan_rate_bps[k])
+        slowest = max(keys, key=lambda k: self.wan_excess_s.get(k, 0.0))
+        a, b = slowest.split("|")
+        declared = self.top.rtt_s(a, b)
+        return dataclasses.replace(
+            snap,
+            wan_rx_bps=delivered[fullest],
+            wan_capacity_bps=self.wan_rate_bps[fullest],
+            wan_rtt_s=declared + self.wan_excess_s.get(slowest, 0.0),
+            wan_base_rtt_s=declared,
+        )
 
     def path_excess_s(self, pop: str) -> float:
         """How much slower than configured the path from ``pop`` to the gateway is now (0 at the gateway)."""
@@ -372,8 +407,9 @@ class ServingSim:
             replicas_max=float(len(ts.placement)),
             gpu_share=min(1.0, sum(shares) / len(shares)),
             kv_cache_usage=min(1.0, running / max(1, len(ready) * ts.max_ongoing)) * 0.9,
-            wan_rtt_excess_s=max((self.path_excess_s(r.pop) for r in ready), default=0.0) if self.probed else None,
         )
+        if self.probed:
+            snap = self._with_wan(snap, [r.pop for r in ready])
         ts.w_ttft, ts.w_tpot, ts.w_tokens, ts.w_bits, ts.w_first = [], [], 0.0, 0.0, 0
         return snap
 

@@ -1,7 +1,7 @@
 """The control benchmark's ``Backend`` on the netns testbed (the I/O shell; the mapping is
 ``control_backend.tier_reading``).
 
-Reads: each tier front's ``GET /admin/state`` (target, replicas with state/PoP/GPU/share/in-flight,
+Reads: each tier front's ``GET /admin/state`` (through the front's one client) (target, replicas with state/PoP/GPU/share/in-flight,
 router queue, ongoing) and each live replica's own ``/metrics`` (the engine's KV-cache gauge), once
 per ``refresh()``; policies read the cached ``reading`` in between (a policy may ask many times per
 tick, the fronts should be asked once). Writes: replica counts through the fronts' admin API
@@ -25,6 +25,7 @@ from inferslice.control.actuators.base import Actuator, ApplyResult, ApplyStatus
 from inferslice.control.actuators.testbed import TestbedActuator
 from inferslice.errors import PermanentError, RetryableError
 from inferslice.testbed.ops import set_gpu_share, set_replicas
+from inferslice.testbed.serving.front_client import FrontClient
 from inferslice.topology import Topology
 
 READ_TIMEOUT_S = 2.0  # a front or engine slower than this on loopback is stuck; the tick goes on with the last reading
@@ -55,8 +56,8 @@ class TestbedBackend:
             if front is None:
                 continue
             try:
-                state = self.client.get(f"{front.admin_url}/admin/state").json()
-            except (httpx.HTTPError, ValueError):
+                state = FrontClient(front.admin_url, self.client).state_json()
+            except (RetryableError, PermanentError):
                 self.misses += 1
                 continue
             kv: dict[str, float | None] = {}

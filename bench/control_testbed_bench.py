@@ -134,7 +134,7 @@ def run_one(
     stack: Any, backend: TestbedBackend, top: Topology, sc: Scenario, policy_name: str, bs: BenchSettings, ts: TestbedBenchSettings
 ) -> tuple[dict[str, Any], dict[str, list[list[Any]]]]:
     from inferslice.errors import SourceUnavailable
-    from inferslice.service.control_source import ApiSource
+    from inferslice.service.controller.source import ApiSource
     from inferslice.testbed.net import lifecycle
 
     sd = backend.state_dir

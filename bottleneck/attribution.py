@@ -81,7 +81,21 @@ class Physics:
     tpot_threshold_s: float  # the contention that counts as material for that statistic
     tpot_stat: str | None  # the TPOT statistic judged: the median, or the P99 when the median collapsed (coalesced tokens)
     compute_confirmed: bool = False  # a reduced GPU share, preemptions or a full KV cache reported
-    wan_binding: bool = False  # a WAN path the slice streams over is slowed (``wan_rtt_excess_s``): it binds like a full link
+    wan_binding: bool = False  # a WAN link the slice's traffic crosses is full or slowed past its declared RTT: it binds like a full link
+
+
+def wan_excess_s(snap: SliceSnapshot) -> float | None:
+    """How far the slowest WAN link the slice's traffic crosses is over its declared round trip (>= 0)."""
+    if snap.wan_rtt_s is None or snap.wan_base_rtt_s is None:
+        return None
+    return max(0.0, snap.wan_rtt_s - snap.wan_base_rtt_s)
+
+
+def wan_utilization(snap: SliceSnapshot) -> float | None:
+    """Delivered / physical rate of the fullest WAN link the slice's traffic crosses (all traffic on it)."""
+    if snap.wan_rx_bps is None or not snap.wan_capacity_bps:
+        return None
+    return snap.wan_rx_bps / snap.wan_capacity_bps
 
 
 def ge(a: float, b: float) -> bool:
@@ -182,8 +196,10 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
     """Split the window's latency by resource (``snap`` carries its references in ``ref_*``)."""
     refs = references(snap, th)
     edge = link_state(snap, th)
-    excess = snap.wan_rtt_excess_s
-    wan_binding = excess is not None and ge(excess, th.wan_rtt_excess_binding_s)
+    excess, wan_util = wan_excess_s(snap), wan_utilization(snap)
+    wan_binding = (excess is not None and ge(excess, th.wan_rtt_excess_binding_s)) or (
+        wan_util is not None and ge(wan_util, th.link_binding_ratio)
+    )
     # A slowed WAN path paces the streams that cross it and holds their first chunks as a full edge link
     # does: the same splits apply, with the network's share taken by the WAN (the edge's state is reported as is).
     link = edge if edge.binding or not wan_binding else LinkState(True, True, edge.utilization, "wan", edge.bits_per_token)
@@ -260,7 +276,7 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
             network = min(left - measured, th.first_chunk_tpot_multiple * net_tpot.get(pair, 0.0))
         else:
             network = 0.0
-        if wan_binding and excess is not None:
+        if wan_binding and excess is not None and excess > 0:
             network = max(network, min(left - measured, excess))  # every first chunk crosses the slowed path once more
         queue = left - network
         if gauge is False and link.binding:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inferslice.bottleneck.attribution import LinkState, Refs
+from inferslice.bottleneck.attribution import LinkState, Refs, wan_excess_s, wan_utilization
 from inferslice.bottleneck.thresholds import Thresholds
 from inferslice.diagnosis import Evidence, SloState
 from inferslice.snapshot import SliceSnapshot
@@ -148,19 +148,34 @@ def link(snap: SliceSnapshot, th: Thresholds, state: LinkState) -> Reading:
 
 
 def wan(snap: SliceSnapshot, th: Thresholds) -> Reading:
-    """Is a WAN path the slice streams over slowed (its measured RTT above the configured one)? None: not probed."""
-    excess = snap.wan_rtt_excess_s
-    if excess is None:
+    """Is a WAN link the slice's traffic crosses full, or slower than its declared round trip? None: not measured."""
+    ev: list[Evidence] = []
+    excess, util = wan_excess_s(snap), wan_utilization(snap)
+    if excess is not None:
+        ev.append(
+            Evidence(
+                "wan_rtt_excess_s",
+                excess,
+                reference=snap.wan_base_rtt_s,
+                threshold=th.wan_rtt_excess_binding_s,
+                crossed=excess >= th.wan_rtt_excess_binding_s,
+                note="slowest WAN link to the gateway: mean probe RTT above its declared one (a full buffer or a reroute)",
+            )
+        )
+    if util is not None:
+        ev.append(
+            Evidence(
+                "wan_utilization",
+                util,
+                reference=snap.wan_capacity_bps,
+                threshold=th.link_binding_ratio,
+                crossed=util >= th.link_binding_ratio,
+                note="fullest WAN link to the gateway: delivered / physical rate, every tier's and cross-traffic counted",
+            )
+        )
+    if not ev:
         return Reading(None)
-    crossed = excess >= th.wan_rtt_excess_binding_s
-    ev = Evidence(
-        "wan_rtt_excess_s",
-        excess,
-        threshold=th.wan_rtt_excess_binding_s,
-        crossed=crossed,
-        note="slowest WAN path to the gateway: measured RTT above the configured one (a full buffer or a reroute)",
-    )
-    return Reading(crossed, (ev,))
+    return Reading(any(e.crossed for e in ev), tuple(ev))
 
 
 def queue(snap: SliceSnapshot, th: Thresholds) -> Reading:

@@ -36,9 +36,10 @@ class Thresholds:
     # 150-280 ms (~10-15 token times); 20 bounds what the network can explain of TTFT, the rest is a queue.
     first_chunk_tpot_multiple: float = 20.0
     tokens_drop_ratio: float = 0.8  # under the cap throughput fell 370 -> 220 tok/s (0.59x); 20 % dips are load noise
-    # A WAN path whose RTT rose this far above its configured value is queueing (cross-traffic keeps its buffer
-    # full) or was rerouted: it binds the streams that cross it like a full link. An idle path's probes stay
-    # within a few ms of its configured RTT (the brief's per-tier means), so 30 ms is not jitter.
+    # A WAN link whose mean probe RTT rose this far above its declared one is queueing (cross-traffic keeps its
+    # buffer full: the testbed's 50 ms buffer read 9 -> 56 ms) or was rerouted: it binds the streams that cross
+    # it like a full link. An idle link's probes stay within a few ms of its declared RTT, so 30 ms is not
+    # jitter. (A WAN link delivering >= link_binding_ratio of its physical rate binds too.)
     wan_rtt_excess_binding_s: float = 0.03
 
     # -- load: decode TPOT = a / (1 - rate / saturation) -----------------------------------------

@@ -7,6 +7,10 @@ directly (``--source embedded``, no Prometheus needed) and classifies it.
 Mutating endpoints need a bearer token, read from ``--token-file FILE`` or else the environment
 variable ``INFERSLICE_API_TOKEN``; without either the API starts read-only (mutations answer 401).
 The token is never logged. The operator console is at ``/console`` (docs/console.md).
+
+With ``--control MODE`` the controller runs here too (co-located: it reads the loop's verdicts in
+process, the API serves its actions, ``PUT /v1/control/mode`` switches its mode); ``inferslice
+control`` runs it in a process of its own that reads the verdicts over HTTP.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Any
 
 HELP = "run the diagnosis API (FastAPI)"
 
@@ -27,6 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="bearer token for the mutating endpoints (default: env INFERSLICE_API_TOKEN; neither: read-only)")
     parser.add_argument("--control-db", default=None, metavar="FILE",
                         help="the controller's audit log: serve GET /v1/actions?state=... and POST /v1/actions/{id}/approve|reject")
+    ctl = parser.add_argument_group("controller in this process (co-located: verdicts in process, not over HTTP)")
+    ctl.add_argument("--control", choices=["off", "dry-run", "approve", "auto"], default="off",
+                     help="run the control loop here in this mode (needs --control-db; PUT /v1/control/mode switches it)")
+    ctl.add_argument("--control-listen", default="127.0.0.1:0", metavar="HOST:PORT", help="the controller's /metrics and /healthz")
+    ctl.add_argument("--control-tiers", default="", help="comma-separated tiers under control (default: all)")
+    ctl.add_argument("--state-dir", default=None, help="the testbed state directory the controller acts on (default /run/inferslice)")
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     loop = parser.add_argument_group("diagnosis loop")
     loop.add_argument("--source", choices=["none", "prometheus", "embedded"], default="none",
@@ -43,10 +54,12 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn  # imported here: the rest of the CLI must not pay for it
     from fastapi import Depends
 
+    from inferslice.errors import InputError
     from inferslice.service.app import api_app
     from inferslice.service.console.links import PrometheusLinks, PrometheusLinkSettings
-    from inferslice.service.control_api import mount_control
-    from inferslice.service.control_audit import AuditLog
+    from inferslice.service.controller.api import mount_control, mount_controller
+    from inferslice.service.controller.audit import AuditLog
+    from inferslice.service.controller.build import ControllerRun
     from inferslice.service.diagnosis import DiagnosisService
     from inferslice.service.http import BearerAuth, load_token
     from inferslice.service.loop import DiagnosisLoop, LoopSettings
@@ -55,12 +68,15 @@ def run(args: argparse.Namespace) -> int:
     from inferslice.topology import load_topology
 
     token = load_token(args.token_file)
+    if args.control != "off" and not args.control_db:
+        raise InputError("a controller in the API needs its audit trail", "--control-db")
     control_audit = AuditLog(args.control_db) if args.control_db else None
     if token is None:
         print("inferslice api: no --token-file and no INFERSLICE_API_TOKEN: mutating endpoints answer 401", file=sys.stderr)
     topology = load_topology(args.topology)
     store = Store(args.db)
     loop: DiagnosisLoop | None = None
+    controller: ControllerRun | None = None
     try:
         service = DiagnosisService(store, topology, clock=time.time)
         # The console's WAN rates and RTTs come from Prometheus whenever the API reads it anyway.
@@ -69,6 +85,9 @@ def run(args: argparse.Namespace) -> int:
         if control_audit is not None:  # the controller's actions, approvals and rejections
             mount_control(app, control_audit, [Depends(BearerAuth(token))], time.time)
             app.state.control_audit = control_audit  # the console's pending actions and timeline read it
+        if args.control != "off" and control_audit is not None:  # co-located: the loop's verdicts in process
+            controller = _colocated_controller(args, service, topology, control_audit)
+            mount_controller(app, controller.controller, [Depends(BearerAuth(token))])
         if args.source != "none":
             targets = tuple(t.strip() for t in args.targets.split(",") if t.strip())
             settings = SourceSettings(args.source, args.prometheus_url, targets, args.perspective, args.window_s)
@@ -77,9 +96,38 @@ def run(args: argparse.Namespace) -> int:
             )
             app.state.loop = loop
             loop.start()
+        if controller is not None:
+            controller.start()
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     finally:
+        if controller is not None:
+            controller.close()
         if loop is not None:
             loop.stop()
         store.close()
     return 0
+
+
+def _colocated_controller(args: argparse.Namespace, service: Any, topology: Any, audit: Any) -> Any:
+    """The controller next to the diagnosis loop: its verdicts are the service's latest, as objects."""
+    from pathlib import Path
+
+    from inferslice.common.registry import DEFAULT_STATE_DIR
+    from inferslice.service.controller import Mode
+    from inferslice.service.controller.build import ControllerSettings, make_controller
+    from inferslice.service.controller.source import InProcessSource
+
+    tiers = tuple(t.strip() for t in args.control_tiers.split(",") if t.strip())
+    settings = ControllerSettings(
+        mode=Mode(args.control),
+        audit_path=Path(args.control_db),
+        state_dir=Path(args.state_dir) if args.state_dir else DEFAULT_STATE_DIR,
+        tiers=tiers,
+        interval_s=args.interval_s,
+    )
+    run = make_controller(settings, topology, InProcessSource(service, tiers or topology.tier_names), audit=audit)
+    host, _, port = args.control_listen.rpartition(":")
+    bound = run.serve(host or "127.0.0.1", int(port or 0))
+    print(f"inferslice api: controller in {args.control} mode, audit {args.control_db}, /metrics on {host or '127.0.0.1'}:{bound}",
+          file=sys.stderr, flush=True)  # fmt: skip
+    return run

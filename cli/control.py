@@ -8,7 +8,9 @@ approves them (``POST /v1/actions/{id}/approve`` on an API started with ``--cont
 same audit file); dry-run computes and records, applies nothing. The audit log (SQLite) is
 crash-safe: a restarted controller finishes what it had recorded and never applies an action twice.
 With ``--backend kubernetes`` the audit trail is the SliceAction objects instead (no volume needed;
-approve with ``kubectl patch``), see docs/kubernetes.md.
+approve with ``kubectl patch``), see docs/kubernetes.md. The controller is built by
+``service.controller.build.make_controller``; co-located with the API it runs inside ``inferslice api``
+(``--control MODE``) and reads its verdicts in process instead.
 """
 
 from __future__ import annotations
@@ -16,9 +18,7 @@ from __future__ import annotations
 import argparse
 import signal
 import threading
-import time
 from pathlib import Path
-from typing import Any
 
 HELP = "the control loop: scale replicas, raise caps within each tier's guarantees (auto | approve | dry-run)"
 
@@ -55,95 +55,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import dataclasses
-
     from inferslice.common.registry import DEFAULT_STATE_DIR
-    from inferslice.control.actuators.testbed import TestbedActuator
-    from inferslice.control.settings import tier_policies
-    from inferslice.errors import InputError
-    from inferslice.service.control_audit import AuditLog
-    from inferslice.service.control_loop import ControlLoop
-    from inferslice.service.control_source import ApiSource
-    from inferslice.service.controller import Controller, Mode
+    from inferslice.service.controller import Mode
+    from inferslice.service.controller.build import ControllerSettings, make_controller
     from inferslice.topology import load_topology
 
     top = load_topology(args.topology)
-    policies = tier_policies(top)
-    chosen = [t for t in args.tiers.split(",") if t.strip()]
-    unknown = [t for t in chosen if t not in policies]
-    if unknown:
-        raise InputError(f"unknown tiers {unknown}", "--tiers")
-    if chosen:
-        policies = {t: p if t in chosen else dataclasses.replace(p, controlled=False) for t, p in policies.items()}
-    host, _, port = args.listen.rpartition(":")
-    elector = None
-    audit: Any
-    trail = str(args.audit)
-    if args.backend == "kubernetes":
-        import os
-        import socket
-
-        from kubernetes import client, config
-
-        from inferslice.control.actuators.kubernetes import KubernetesActuator
-        from inferslice.control.actuators.kubernetes_audit import SliceActionStore
-        from inferslice.control.actuators.kubernetes_lease import LeaseElector
-        from inferslice.service.control_audit_cr import SliceActionAuditLog
-
-        actions_ns = args.actions_namespace or args.lease_namespace or os.environ.get("POD_NAMESPACE")
-        if not actions_ns:
-            raise InputError("the SliceAction audit trail needs a namespace", "--actions-namespace")
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
-        api_client = client.ApiClient()
-        actuator: Any = KubernetesActuator(top, api_client)
-        identity = os.environ.get("POD_NAME") or socket.gethostname()
-        if args.lease_namespace:
-            elector = LeaseElector(api_client, args.lease_namespace, identity)
-        audit = SliceActionAuditLog(SliceActionStore(api_client, actions_ns), identity)
-        trail = f"sliceactions in {actions_ns}"
-    else:
-        actuator = TestbedActuator(args.state_dir or DEFAULT_STATE_DIR)
-        audit = AuditLog(args.audit)
-    ctl = Controller(
-        top,
-        policies,
-        actuator,
-        audit,
-        ApiSource(args.api, list(policies)),
-        clock=time.time,
+    settings = ControllerSettings(
         mode=Mode(args.mode),
+        backend=args.backend,
+        api_url=args.api,
+        audit_path=args.audit,
+        state_dir=args.state_dir or DEFAULT_STATE_DIR,
+        tiers=tuple(t.strip() for t in args.tiers.split(",") if t.strip()),
+        interval_s=args.interval_s,
+        lease_namespace=args.lease_namespace,
+        actions_namespace=args.actions_namespace,
     )
-    loop = ControlLoop(ctl, args.interval_s or top.timing.scrape_interval_s)
-    bound = loop.serve(host or "127.0.0.1", int(port or 0))
-    print(f"inferslice control: mode {args.mode}, audit {trail}, /metrics and /healthz on {host or '127.0.0.1'}:{bound}", flush=True)
+    built = make_controller(settings, top)
+    host, _, port = args.listen.rpartition(":")
+    bound = built.serve(host or "127.0.0.1", int(port or 0))
+    print(f"inferslice control: mode {args.mode}, audit {built.trail}, /metrics and /healthz on {host or '127.0.0.1'}:{bound}", flush=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
         if args.steps:
-            ctl.drive()
+            built.controller.drive()
             for _ in range(args.steps):
-                loop.step()
-        elif elector is not None:
-            _run_as_leader(loop, elector, stop)
+                built.loop.step()
         else:
-            loop.run_forever(stop)
+            built.run_forever(stop)
     finally:
-        loop.close()
+        built.close()
     return 0
-
-
-def _run_as_leader(loop: Any, elector: Any, stop: threading.Event) -> None:
-    """Step only while holding the Lease; a new leader first takes over what was recorded (``resume``:
-    the states the other replica left in the trail, then what it left to apply)."""
-    leading = False
-    while not stop.is_set():
-        t0 = time.monotonic()
-        if elector.tick(t0):
-            if not leading:
-                loop.controller.resume()
-                leading = True
-            loop.step()
-        else:
-            leading = False
-        stop.wait(max(0.0, min(loop.interval_s, elector.settings.retry_period_s) - (time.monotonic() - t0)))

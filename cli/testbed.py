@@ -15,10 +15,12 @@ from typing import Any
 
 from inferslice.cli.testbed_move import add_arguments as move_args
 from inferslice.cli.testbed_move import run as move_run
+from inferslice.cli.testbed_wan import add_arguments as wan_args
+from inferslice.cli.testbed_wan import run as wan_run
 from inferslice.common.registry import DEFAULT_STATE_DIR
 from inferslice.errors import InputError
 
-HELP = "local testbed: up | down | status | run SCENARIO | cap | replicas | share | move"
+HELP = "local testbed: up | down | status | run SCENARIO | cap | replicas | share | move | wan"
 
 Handler = Callable[[argparse.Namespace], int]
 # name -> (help, add_arguments, run); the lead adds `run`, `replicas`, `share` here.
@@ -208,6 +210,8 @@ HANDLERS.update(
         "status": ("what is up, which processes run, the current caps", _status_args, _status),
         "cap": ("change a tier's client-edge bandwidth cap live", _cap_args, _cap),
         "move": ("move a tier's replica to another PoP, make-before-break, and show its progress", move_args, move_run),
+        "wan": ("WAN causes live: a link's physical rate, its delay, iperf3 cross-traffic (status | rate | delay | cross)",
+                wan_args, wan_run),
     }
 )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from inferslice.collectors.fields import FirstOf, Gauge, GpuJoin, HistogramMean, Matchers, Quantile, RateSum, Spec, WanJoin
+from inferslice.collectors.fields import SHARED_SLICE, FirstOf, Gauge, GpuJoin, HistogramMean, Matchers, Quantile, RateSum, Spec, WanPath
 from inferslice.collectors.promfuncs import bucket_quantile, extrapolated_rate, parse_le
 from inferslice.collectors.store import SeriesStore
 
@@ -45,8 +45,8 @@ class Evaluator:
             return out
         if isinstance(spec, GpuJoin):
             return self.gpu_join(spec.utilization, spec.allocated)
-        if isinstance(spec, WanJoin):
-            return self.wan_join(spec)
+        if isinstance(spec, WanPath):
+            return self.wan_path(spec)
         return self.first_of(spec)
 
     # -- building blocks (each mirrors one PromQL construct) ---------------------------------
@@ -115,38 +115,41 @@ class Evaluator:
                 out[sl] = math.fsum(vals) / len(vals)
         return out
 
-    def wan_join(self, spec: WanJoin) -> Values:
-        """``render_wan``'s PromQL: per PoP the median of the prober's rates toward the gateway minus the
-        configured RTT (clamped at 0), the max over the PoPs hosting the slice, 0 where none is measured."""
+    def _any_rates(self, name: str, matchers: Matchers = ()) -> Iterable[tuple[dict[str, str], float]]:
+        """``rate(name{matchers}[W])`` of every series, whatever its slice."""
         start = self.now_s - self.window_s
-        per_pop: dict[str, dict[float, float]] = {}
-        for series in self.store.series(spec.rtt + "_bucket"):
-            if series.label("peer_pop") != spec.gateway:
-                continue
-            le = parse_le(series.label("le") or "")
-            rate = extrapolated_rate(series.range(start, self.now_s), start, self.now_s)
-            if le is None or rate is None:
-                continue
-            pop = series.label("pop") or ""
-            buckets = per_pop.setdefault(pop, {})
-            buckets[le] = buckets.get(le, 0.0) + rate
-        configured = dict(spec.configured_s)
-        excess: dict[str, float] = {}
-        for pop, b in per_pop.items():
-            if pop in configured:
-                median = bucket_quantile(0.5, list(b.items()))  # NaN without observations, as Prometheus gives
-                excess[pop] = median if math.isnan(median) else max(median - configured[pop], 0.0)
-        hosts: dict[str, set[str]] = {}
-        for labels, _ in self._instant((spec.hosts,)):
+        for series in self.store.series(name):
+            if series.matches(matchers):
+                rate = extrapolated_rate(series.range(start, self.now_s), start, self.now_s)
+                if rate is not None:
+                    yield dict(series.labels), rate
+
+    def wan_path(self, spec: WanPath) -> Values:
+        """The joins of ``fields._render_wan``: per (slice, link) values, then each slice's top-ranked link's."""
+        shared = (("slice", SHARED_SLICE),)
+        rx = {(lb.get("pop", ""), lb.get("link", "")): 8.0 * r for lb, r in self._any_rates(spec.receive_bytes, shared)}
+        cap = {(lb.get("pop", ""), lb.get("link", "")): v for lb, v in self._instant((spec.capacity,), shared)}
+        sums = {(lb.get("pop", ""), lb.get("peer_pop", "")): r for lb, r in self._any_rates(spec.rtt + "_sum")}
+        counts = {(lb.get("pop", ""), lb.get("peer_pop", "")): r for lb, r in self._any_rates(spec.rtt + "_count")}
+        best: dict[str, tuple[float, float]] = {}  # slice -> (rank, value)
+        for labels, declared in self._instant((spec.path,)):
             sl = labels.get("slice")
-            if sl in self.slices:
-                hosts.setdefault(sl, set()).add(labels.get("pop", ""))
-        out: Values = {}
-        for sl, pops in hosts.items():
-            vals = [excess.get(pop, 0.0) for pop in pops]
-            known = [v for v in vals if not math.isnan(v)]
-            out[sl] = max(known) if known else math.nan  # PromQL's max skips NaN unless nothing else is there
-        return out
+            if sl not in self.slices:
+                continue
+            link, probe = (labels.get("pop", ""), labels.get("link", "")), (labels.get("pop", ""), labels.get("peer_pop", ""))
+            rtt = _div(sums[probe], counts[probe]) if probe in sums and probe in counts else None
+            got: dict[str, float | None] = {"rx_bps": rx.get(link), "capacity_bps": cap.get(link), "rtt_s": rtt, "base_rtt_s": declared}
+            r_rx, r_cap = got["rx_bps"], got["capacity_bps"]
+            if spec.rank == "utilization":
+                rank = _div(r_rx, r_cap) if r_rx is not None and r_cap is not None else None
+            else:
+                rank = rtt - declared if rtt is not None else None
+            value = got[spec.value]
+            if rank is None or math.isnan(rank) or value is None:
+                continue
+            if sl not in best or rank > best[sl][0]:
+                best[sl] = (rank, value)
+        return {sl: v for sl, (_, v) in best.items()}
 
     def first_of(self, spec: FirstOf) -> Values:
         out: Values = {}

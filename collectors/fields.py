@@ -29,6 +29,7 @@ from inferslice import metric_names as m
 from inferslice.common.promtime import format_duration
 
 Matchers = tuple[tuple[str, str], ...]
+SHARED_SLICE = "shared"  # the slice label of a link every tier crosses (the network exporter's)
 Agg = Literal["sum", "max", "min"]
 Perspective = Literal["engine", "client"]
 
@@ -75,6 +76,28 @@ class GpuJoin:
     allocated: str
 
 
+WanValue = Literal["rx_bps", "capacity_bps", "rtt_s", "base_rtt_s"]
+WanRank = Literal["utilization", "rtt_excess"]
+
+
+@dataclass(frozen=True)
+class WanPath:
+    """A value of one WAN link on the slice's path to the gateway: the link ranked first by ``rank``.
+
+    The path series (``inferslice_slice_wan_path_rtt_seconds{slice,pop,peer_pop,link}``, valued at the
+    link's declared RTT) join the shared link counters and capacity on ``(pop, link)`` and the PoP
+    probes on ``(pop, peer_pop)``: per (slice, link) ``rx_bps`` (delivered toward the gateway),
+    ``capacity_bps``, ``rtt_s`` (mean probe RTT over the window), ``base_rtt_s`` (declared);
+    ``utilization`` = rx / capacity, ``rtt_excess`` = rtt - declared."""
+
+    value: WanValue
+    rank: WanRank
+    path: str = m.SLICE_WAN_PATH_RTT
+    receive_bytes: str = m.LINK_RECEIVE_BYTES
+    capacity: str = m.LINK_CAPACITY_BPS
+    rtt: str = m.POP_RTT
+
+
 @dataclass(frozen=True)
 class FirstOf:
     """PromQL ``or``: the first option that yields a value for a slice."""
@@ -82,19 +105,7 @@ class FirstOf:
     options: tuple[Spec, ...]
 
 
-@dataclass(frozen=True)
-class WanJoin:
-    """The slowest WAN path to the gateway among the PoPs hosting the slice's replicas: per PoP, the
-    median RTT its prober measures to the gateway minus the configured RTT; 0 for replicas at the
-    gateway, clamped at 0 (a path a hair faster than configured is as configured)."""
-
-    rtt: str  # the prober's histogram, labels pop (the prober's PoP) and peer_pop
-    hosts: str  # a per-replica series with slice and pop labels: where the slice's replicas serve
-    gateway: str
-    configured_s: tuple[tuple[str, float], ...]  # (PoP, configured RTT to the gateway) for every PoP with a WAN path
-
-
-Spec = Quantile | HistogramMean | RateSum | Gauge | GpuJoin | WanJoin | FirstOf
+Spec = Quantile | HistogramMean | RateSum | Gauge | GpuJoin | WanPath | FirstOf
 
 
 @dataclass(frozen=True)
@@ -104,10 +115,6 @@ class FieldSettings:
     link_name: str = "client-edge"  # the testbed registry's client edge: where the response stream is measured
     nominal_link_bps: float = 10e9  # brief: 10 Gbps NICs; a cap at or above it binds nothing
     perspective: Perspective = "engine"  # engine histograms exist on every replica; client ones need the load generator
-    # The WAN paths to the gateway (``wan_rtt_excess_s``): the gateway PoP and each other PoP's configured RTT to it.
-    # None: no such field (a deployment without a topology's WAN, or without the prober).
-    gateway: str | None = None
-    wan_rtt_s: tuple[tuple[str, float], ...] = ()
 
 
 def field_specs(settings: FieldSettings) -> dict[str, Spec]:
@@ -117,11 +124,7 @@ def field_specs(settings: FieldSettings) -> dict[str, Spec]:
     else:
         ttft, tpot = m.ENGINE_TTFT, m.ENGINE_TPOT
     link: Matchers = (("link", settings.link_name),)
-    wan: dict[str, Spec] = {}
-    if settings.gateway is not None and settings.wan_rtt_s:
-        wan["wan_rtt_excess_s"] = WanJoin(m.POP_RTT, m.REPLICA_GPU_SHARE, settings.gateway, settings.wan_rtt_s)
     return {
-        **wan,
         "ttft_p50_s": Quantile(0.5, ttft),
         "ttft_p99_s": Quantile(0.99, ttft),
         "ttft_mean_s": HistogramMean(ttft),
@@ -143,6 +146,10 @@ def field_specs(settings: FieldSettings) -> dict[str, Spec]:
         "gpu_share": Gauge("min", (m.REPLICA_GPU_SHARE,)),
         "kv_cache_usage": Gauge("max", (m.ENGINE_KV_CACHE_USAGE,), (("stat", "max"),)),
         "preemptions_per_s": RateSum(m.ENGINE_PREEMPTIONS),
+        "wan_rx_bps": WanPath("rx_bps", "utilization"),
+        "wan_capacity_bps": WanPath("capacity_bps", "utilization"),
+        "wan_rtt_s": WanPath("rtt_s", "rtt_excess"),
+        "wan_base_rtt_s": WanPath("base_rtt_s", "rtt_excess"),
         "slo_ttft_p99_s": Gauge("max", (m.SLO_TTFT_THRESHOLD,)),
     }
 
@@ -191,17 +198,22 @@ def render_promql(spec: Spec, slices: tuple[str, ...], window_s: float) -> str:
     if isinstance(spec, GpuJoin):
         hosts = f"count by (slice, pop, gpu) ({_selector(spec.allocated, sel)} > 0) * 0 + 1"
         return f"avg by (slice) (({hosts}) * on (pop, gpu) group_left () max by (pop, gpu) ({spec.utilization}))"
-    if isinstance(spec, WanJoin):
-        return render_wan(spec, sel, w)
+    if isinstance(spec, WanPath):
+        return _render_wan(spec, slices, window_s)
     # FirstOf
     return " or ".join(f"({render_promql(o, slices, window_s)})" for o in spec.options)
 
 
-def render_wan(spec: WanJoin, slice_sel: str, w: str) -> str:
-    """``max by (slice)`` over the slice's replica PoPs of max(0, median RTT to the gateway - configured)."""
-    median = f"histogram_quantile(0.5, sum by (pop, le) (rate({spec.rtt}_bucket{{peer_pop={_quote(spec.gateway)}}}[{w}])))"
-    configured = " or ".join(f'label_replace(vector({rtt!r}), "pop", {_quote(pop)}, "", "")' for pop, rtt in spec.configured_s)
-    excess = f"clamp_min({median} - on (pop) ({configured}), 0)"
-    hosts = f"count by (slice, pop) ({_selector(spec.hosts, slice_sel)}) * 0"
-    # PoPs with a measured path add their excess; the rest (the gateway, an unprobed PoP) count as 0.
-    return f"max by (slice) (({hosts} + on (pop) group_left () {excess}) or {hosts})"
+def _render_wan(spec: WanPath, slices: tuple[str, ...], window_s: float) -> str:
+    """Per (slice, pop, peer_pop, link) series joined onto the path, then the value of each slice's top-ranked link."""
+    w = format_duration(window_s)
+    shared = f'{{slice="{SHARED_SLICE}"}}'
+    path = _selector(spec.path, slice_matcher(slices))
+    one = f"({path} * 0 + 1)"
+    onto = "* on (pop, link) group_right ()"
+    rx = f"(8 * rate({spec.receive_bytes}{shared}[{w}]) {onto} {one})"
+    cap = f"({spec.capacity}{shared} {onto} {one})"
+    rtt = f"((rate({spec.rtt}_sum[{w}]) / rate({spec.rtt}_count[{w}])) * on (pop, peer_pop) group_right () {one})"
+    values = {"rx_bps": rx, "capacity_bps": cap, "rtt_s": rtt, "base_rtt_s": f"({path} * 1)"}
+    rank = f"({rx} / {cap})" if spec.rank == "utilization" else f"({rtt} - {path})"
+    return f"max by (slice) ({values[spec.value]} * (topk by (slice) (1, {rank}) * 0 + 1))"

@@ -66,6 +66,9 @@ class LinkEntry:
     htb_classid: str | None = None  # "1:11"
     cap_bps: float | None = None
     rtt_s: float | None = None
+    # The interface's physical rate (a WAN link's provisioned capacity): what it carries at most with no
+    # slice cap binding; None: not declared (the NIC's line rate).
+    capacity_bps: float | None = None
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """The WAN remedy (pure): a network verdict whose binding resource is a slowed WAN path, not the client edge.
 
 Cross-traffic that fills an inter-PoP link, or an added delay on it (a reroute), slows every stream
-a tier's replicas at that PoP send to the gateway: the snapshot's ``wan_rtt_excess_s`` (the slowest
-path its serving replicas use, measured by the PoP prober against the topology's RTT) rises, and the
-classifier reads ``network_limited`` with the client edge free. A cap raise gives bandwidth the
+a tier's replicas at that PoP send to the gateway: the snapshot's WAN fields show it (``wan_rtt_s``
+over ``wan_base_rtt_s``: the slowest link the tier's traffic crosses, by its mean probe RTT against
+the declared one; ``wan_rx_bps`` of ``wan_capacity_bps``: the fullest), and the classifier reads
+``network_limited`` with the client edge free. A cap raise gives bandwidth the
 streams cannot reach and a scale-out adds replicas behind the same path (at the same PoP, in
 placement order): both are futile. The remedy is to move the replicas behind the slowed path,
 make-before-break, to free GPU at a PoP whose path is not slowed (``SliceState.path_excess_s``: the
@@ -22,11 +23,16 @@ from inferslice.diagnosis import Regime
 
 
 def wan_bound(ss: SliceState, s: ControlSettings) -> bool:
-    """A network verdict is the WAN's: a path the tier streams over reads slowed and its client edge
-    is not pinned at a cap (a cap raise would give bandwidth the streams cannot reach)."""
+    """A network verdict is the WAN's: a WAN link the tier's traffic crosses reads slowed past its
+    declared RTT or full, and its client edge is not pinned at a cap (a cap raise would give
+    bandwidth the streams cannot reach)."""
     snap = ss.snapshot
-    excess = snap.wan_rtt_excess_s if snap is not None else None
-    return excess is not None and excess >= s.wan_excess_s and not link_pinned(ss, s.link_pinned_ratio)
+    if snap is None or link_pinned(ss, s.link_pinned_ratio):
+        return False
+    slowed = snap.wan_rtt_s is not None and snap.wan_base_rtt_s is not None and snap.wan_rtt_s - snap.wan_base_rtt_s >= s.wan_excess_s
+    rx, capacity = snap.wan_rx_bps, snap.wan_capacity_bps
+    full = rx is not None and capacity is not None and capacity > 0 and rx >= s.link_pinned_ratio * capacity
+    return slowed or full
 
 
 def slowed_pops(ss: SliceState, s: ControlSettings) -> set[str]:

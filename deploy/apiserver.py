@@ -1,23 +1,35 @@
 """A local HTTP server that STANDS IN FOR kube-apiserver in tests and benchmarks. It is not an
 apiserver: no kube-apiserver (kind, k3s, envtest) can run on the machines this project is built
-on, so this implements exactly the endpoints and semantics our components use, no more:
+on, so this implements exactly the endpoints and semantics our components use, no more, answering
+as kube-apiserver does (status codes and ``Status`` bodies are checked against captured
+kube-apiserver responses in ``tests/fixtures/kube-apiserver/``):
 
 - paths: ``/api/v1/namespaces/{ns}/pods[/{name}]``, ``/api/v1/pods`` (list), and
   ``/apis/{group}/{version}[/namespaces/{ns}]/{plural}[/{name}[/status]]`` for the custom kinds of
   the bundled and our own CRDs plus ``coordination.k8s.io/v1`` leases;
 - verbs: get, list (``labelSelector`` equality terms, ``fieldSelector`` on ``spec.nodeName`` and
-  ``metadata.name``), create (POST; 409 AlreadyExists), update (PUT; 409 Conflict on a stale
-  ``metadata.resourceVersion``), patch (``application/merge-patch+json`` and
-  ``application/json-patch+json``; ``strategic-merge-patch`` only for built-in kinds, 415 for custom
-  resources as kube-apiserver answers);
+  ``metadata.name``), create (POST; 409 ``AlreadyExists``), update (PUT) and patch
+  (``application/merge-patch+json``, ``application/json-patch+json``; ``strategic-merge-patch``
+  for built-in kinds only, 415 for custom resources). A ``metadata.resourceVersion`` in the object an
+  update or patch produces is a precondition: 409 ``Conflict`` if the object moved on. A JSON patch
+  that cannot be applied (a failed ``test`` op, a missing path) is 422 ``Invalid`` with the generic
+  message kube-apiserver gives (``patch.go``: ``NewGenericServerResponse(422, ...)``). A patch is
+  applied to the stored object and written back under one lock (kube-apiserver's GuaranteedUpdate);
 - the status subresource: for kinds that declare it, writes to the main resource keep the stored
   status (and a create drops the body's status), writes to ``/status`` change only the status;
   ``metadata.generation`` moves with spec changes only, ``resourceVersion`` with every write;
 - validation of every stored object: custom resources against their CRD's schema
   (``schemas.validate_object``), built-in kinds with ``kubernetes-validate --strict`` when installed;
   an invalid object is a 422 ``Invalid`` Status naming the field;
-- a bearer token on every request (401 without it), and a log of (verb, group, resource,
-  namespace) for each request, from which the RBAC test checks the roles grant exactly what is used.
+- authentication by bearer token (401 without a known one): the admin token may do anything; other
+  tokens map to users (``system:serviceaccount:NS:NAME``) whose requests are authorized, when RBAC
+  objects are given, exactly as the RBAC authorizer would from the rendered Roles and bindings
+  (403 ``Forbidden`` otherwise);
+- a log of every request (``calls``: verb, group, resource, namespace, name, user, code) and of every
+  write that took effect (``writes``: who, what, the object after), from which the RBAC test checks
+  the roles grant exactly what is used and the HA tests check who acted;
+- faults for tests (``faults``): hold or delay a request before it is processed (it arrives late), or
+  its answer after it was processed (the answer arrives late), or drop it (a partition).
 """
 
 from __future__ import annotations
@@ -27,21 +39,24 @@ import itertools
 import json
 import re
 import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from . import schemas
+from . import rbac, schemas
 from .patches import PatchError, json_patch, merge_patch
 
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
+APPLY = "application/apply-patch+yaml"
+ADMIN = "system:admin"  # the user of the admin token (kube-apiserver's system:masters)
 
 
 @dataclass(frozen=True)
@@ -57,6 +72,11 @@ class Resource:
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def qualified(self) -> str:
+        """``schema.GroupResource.String()``: ``plural.group``, or ``plural`` for the core group."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
 _BUILTIN = {
@@ -76,22 +96,80 @@ class Call:
     group: str
     resource: str  # plural, or "plural/status"
     namespace: str | None
+    name: str | None = None
+    user: str = ADMIN
+    code: int = 0  # the answer's status code (0 until answered)
+
+
+@dataclass(frozen=True)
+class Write:
+    """A write that took effect, in the order the store applied them."""
+
+    seq: int
+    user: str
+    verb: str
+    group: str
+    resource: str
+    namespace: str | None
+    name: str
+    obj: dict[str, Any]  # the object after the write
 
 
 class ApiError(Exception):
-    def __init__(self, code: int, reason: str, message: str) -> None:
+    """A failed request, answered as kube-apiserver's ``metav1.Status``."""
+
+    def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
-        self.code, self.reason, self.message = code, reason, message
+        self.code, self.reason, self.message, self.details = code, reason, message, details
 
     def status(self) -> dict[str, Any]:
-        return {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        }
+        body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": self.message}
+        if self.reason:
+            body["reason"] = self.reason
+        if self.details is not None:
+            body["details"] = self.details
+        body["code"] = self.code
+        return body
+
+
+def _details(res: Resource, name: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if name:
+        out["name"] = name
+    if res.group:
+        out["group"] = res.group
+    out["kind"] = res.plural
+    return out
+
+
+def not_found(res: Resource, name: str) -> ApiError:
+    return ApiError(404, "NotFound", f'{res.qualified} "{name}" not found', _details(res, name))
+
+
+def already_exists(res: Resource, name: str) -> ApiError:
+    return ApiError(409, "AlreadyExists", f'{res.qualified} "{name}" already exists', _details(res, name))
+
+
+def conflict(res: Resource, name: str) -> ApiError:
+    msg = (
+        f'Operation cannot be fulfilled on {res.qualified} "{name}": the object has been modified;'
+        " please apply your changes to the latest version and try again"
+    )
+    return ApiError(409, "Conflict", msg, _details(res, name))
+
+
+def invalid(res: Resource, name: str, field_path: str, detail: str) -> ApiError:
+    """``apierrors.NewInvalid``: the kind (not the plural) qualifies the message and the details."""
+    qualified = f"{res.kind}.{res.group}" if res.group else res.kind
+    cause = {"reason": "FieldValueInvalid", "message": f"Invalid value: {detail}", "field": field_path}
+    details: dict[str, Any] = {"name": name, **({"group": res.group} if res.group else {}), "kind": res.kind, "causes": [cause]}
+    return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {field_path}: Invalid value: {detail}', details)
+
+
+def patch_not_applicable() -> ApiError:
+    # patch.go: a JSON patch that cannot be applied is NewGenericServerResponse(422, "", GroupResource{}, "", err, 0, false),
+    # whose message is fixed and whose details are empty (the server drops the patch library's text).
+    return ApiError(422, "Invalid", "the server rejected our request due to an error in our request", {})
 
 
 def _resource(group: str, version: str, plural: str) -> Resource:
@@ -100,25 +178,26 @@ def _resource(group: str, version: str, plural: str) -> Resource:
         return builtin
     kind = schemas.by_plural(group, version, plural)
     if kind is None:
-        raise ApiError(404, "NotFound", f"the server could not find the requested resource {group}/{version} {plural}")
+        raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
     return Resource(group, version, plural, kind.kind, kind.namespaced, kind.has_status, True)
 
 
 def _validate(res: Resource, obj: dict[str, Any]) -> None:
+    name = obj["metadata"].get("name") or ""
     try:
         if res.custom:
             schemas.validate_object(obj)
             return
         import kubernetes_validate
     except schemas.SchemaError as err:
-        raise ApiError(422, "Invalid", f"{res.kind} {obj['metadata'].get('name')!r} is invalid: {err}") from None
+        where = err.field or ""
+        raise invalid(res, name, where, str(err).removeprefix(f"{where}: ")) from None
     except ImportError:
         return  # built-in validation needs the test extra; custom resources are always validated
     try:
         kubernetes_validate.validate(obj, "1.32.0", strict=True)
     except kubernetes_validate.ValidationError as err:
-        where = ".".join(str(p) for p in err.path)
-        raise ApiError(422, "Invalid", f"{res.kind} {obj['metadata'].get('name')!r} is invalid: {where}: {err.message}") from None
+        raise invalid(res, name, ".".join(str(p) for p in err.path), err.message) from None
 
 
 def _matches(obj: dict[str, Any], label_selector: str, field_selector: str) -> bool:
@@ -138,23 +217,30 @@ def _matches(obj: dict[str, Any], label_selector: str, field_selector: str) -> b
 
 
 class Store:
-    """The objects, keyed by (group, plural, namespace, name); one lock serialises every write."""
+    """The objects, keyed by (group, plural, namespace, name); one lock serialises every write, and a
+    patch reads and writes under it."""
 
     def __init__(self) -> None:
         self._objects: dict[tuple[str, str, str | None, str], dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._rv = itertools.count(1)
+        self._seq = itertools.count(1)
         self.calls: list[Call] = []
+        self.writes: list[Write] = []
 
     def _stamp(self, obj: dict[str, Any]) -> None:
         obj["metadata"]["resourceVersion"] = str(next(self._rv))
 
-    def create(self, res: Resource, ns: str | None, body: dict[str, Any]) -> dict[str, Any]:
+    def _log(self, user: str, verb: str, res: Resource, ns: str | None, name: str, obj: dict[str, Any], status: bool) -> None:
+        resource = f"{res.plural}/status" if status else res.plural
+        self.writes.append(Write(next(self._seq), user, verb, res.group, resource, ns, name, copy.deepcopy(obj)))
+
+    def create(self, res: Resource, ns: str | None, body: dict[str, Any], user: str = ADMIN) -> dict[str, Any]:
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
         name = meta.get("name")
         if not name:
-            raise ApiError(422, "Invalid", "metadata.name: Required value")
+            raise invalid(res, "", "metadata.name", "Required value: name or generateName is required")
         if res.namespaced:
             meta["namespace"] = ns
         obj.setdefault("apiVersion", res.api_version)
@@ -162,20 +248,22 @@ class Store:
         if res.has_status and res.custom:
             obj.pop("status", None)  # a create never sets the status of a kind with a status subresource
         meta.update({"uid": str(uuid.uuid4()), "generation": 1, "creationTimestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")})
+        meta.pop("resourceVersion", None)
         with self._lock:
             key = (res.group, res.plural, ns, name)
             if key in self._objects:
-                raise ApiError(409, "AlreadyExists", f'{res.plural}.{res.group} "{name}" already exists')
+                raise already_exists(res, name)
             _validate(res, obj)
             self._stamp(obj)
             self._objects[key] = obj
+            self._log(user, "create", res, ns, name, obj, False)
             return copy.deepcopy(obj)
 
     def get(self, res: Resource, ns: str | None, name: str) -> dict[str, Any]:
         with self._lock:
             obj = self._objects.get((res.group, res.plural, ns, name))
             if obj is None:
-                raise ApiError(404, "NotFound", f'{res.plural}.{res.group} "{name}" not found')
+                raise not_found(res, name)
             return copy.deepcopy(obj)
 
     def list(self, res: Resource, ns: str | None, label_selector: str = "", field_selector: str = "") -> dict[str, Any]:
@@ -189,26 +277,46 @@ class Store:
         return {"apiVersion": res.api_version, "kind": f"{res.kind}List", "metadata": {"resourceVersion": rv}, "items": items}
 
     def write(
-        self, res: Resource, ns: str | None, name: str, new: dict[str, Any], status_only: bool, expect_rv: str | None
+        self,
+        res: Resource,
+        ns: str | None,
+        name: str,
+        new: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]],
+        status_only: bool,
+        expect_rv: str | None = None,
+        user: str = ADMIN,
+        verb: str = "update",
     ) -> dict[str, Any]:
-        """Store ``new`` in place of the current object with the subresource rules (see module doc)."""
+        """Store ``new`` (an object, or a function of the current one: a patch) in place of the current
+        object with the subresource rules (see module doc). A ``resourceVersion`` in ``expect_rv`` or
+        in the new object that is not the stored one is a 409 Conflict."""
         with self._lock:
             key = (res.group, res.plural, ns, name)
             old = self._objects.get(key)
             if old is None:
-                raise ApiError(404, "NotFound", f'{res.plural}.{res.group} "{name}" not found')
-            if expect_rv is not None and expect_rv != old["metadata"]["resourceVersion"]:
-                raise ApiError(
-                    409, "Conflict", f'Operation cannot be fulfilled on {res.plural}.{res.group} "{name}": the object has been modified'
-                )
+                raise not_found(res, name)
+            current_rv = old["metadata"]["resourceVersion"]
+            candidate = new(copy.deepcopy(old)) if callable(new) else copy.deepcopy(new)
+            wanted_rv = expect_rv if expect_rv is not None else (candidate.get("metadata") or {}).get("resourceVersion")
+            if verb == "update" and res.plural == "leases" and wanted_rv in (None, ""):
+                # the Lease strategy allows no unconditional update (kube-apiserver's answer, captured)
+                msg = f'{res.qualified} "{name}" is invalid: metadata.resourceVersion: Invalid value: 0: must be specified for an update'
+                cause = {
+                    "reason": "FieldValueInvalid",
+                    "message": "Invalid value: 0: must be specified for an update",
+                    "field": "metadata.resourceVersion",
+                }
+                raise ApiError(422, "Invalid", msg, {**_details(res, name), "causes": [cause]})
+            if wanted_rv not in (None, "") and str(wanted_rv) != current_rv:
+                raise conflict(res, name)
             if res.has_status and status_only:
                 obj = copy.deepcopy(old)
-                if "status" in new:
-                    obj["status"] = copy.deepcopy(new["status"])
+                if "status" in candidate:
+                    obj["status"] = copy.deepcopy(candidate["status"])
                 else:
                     obj.pop("status", None)
             else:
-                obj = copy.deepcopy(new)
+                obj = candidate
                 for fixed in ("uid", "creationTimestamp", "generation", "namespace", "name"):
                     if fixed in old["metadata"]:
                         obj.setdefault("metadata", {})[fixed] = old["metadata"][fixed]
@@ -223,6 +331,7 @@ class Store:
             _validate(res, obj)
             self._stamp(obj)
             self._objects[key] = obj
+            self._log(user, verb, res, ns, name, obj, status_only and res.has_status)
             return copy.deepcopy(obj)
 
     def seed(self, obj: dict[str, Any]) -> dict[str, Any]:
@@ -249,6 +358,73 @@ def _plural_of(kind: str, group: str, version: str) -> str:
     raise KeyError(kind)
 
 
+# -- faults ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Fault:
+    """What happens to the requests ``match`` selects (``match(call)``; the call's code is 0 then).
+
+    ``hold_before``/``hold_after``: block until the event is set, before the request is processed
+    (it arrives late) or after (it was processed; the answer arrives late); ``delay_before_s`` /
+    ``delay_after_s``: the same for a fixed time; ``drop``: never processed, the connection closes
+    without an answer once the hold (if any) ends (a partition). ``times``: how many requests it
+    applies to (None: all); ``seen`` counts them."""
+
+    match: Callable[[Call], bool]
+    hold_before: threading.Event | None = None
+    hold_after: threading.Event | None = None
+    delay_before_s: float = 0.0
+    delay_after_s: float = 0.0
+    drop: bool = False
+    times: int | None = None
+    seen: int = 0
+    entered: threading.Event = field(default_factory=threading.Event)  # set when a matching request arrived
+
+
+class Faults:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._faults: list[Fault] = []
+
+    def add(self, fault: Fault) -> Fault:
+        with self._lock:
+            self._faults.append(fault)
+        return fault
+
+    def remove(self, fault: Fault) -> None:
+        with self._lock:
+            if fault in self._faults:
+                self._faults.remove(fault)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def pick(self, call: Call) -> Fault | None:
+        with self._lock:
+            for f in self._faults:
+                if (f.times is None or f.seen < f.times) and f.match(call):
+                    f.seen += 1
+                    f.entered.set()
+                    return f
+        return None
+
+
+def _wait(event: threading.Event | None, delay_s: float) -> None:
+    if event is not None:
+        event.wait(timeout=300)  # never hang a test run forever
+    if delay_s:
+        time.sleep(delay_s)
+
+
+class _Drop(Exception):
+    """The request is lost: close the connection without an answer."""
+
+
+# -- HTTP ------------------------------------------------------------------------------------------
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: StandIn
 
@@ -265,10 +441,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _body(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
         try:
-            return json.loads(self.rfile.read(length) or b"null")
+            return json.loads(raw or b"null")
         except json.JSONDecodeError as err:
-            raise ApiError(400, "BadRequest", f"body is not JSON: {err}") from None
+            raise ApiError(400, "BadRequest", f"error decoding request body: {err}") from None
 
     def _route(self) -> tuple[Resource, str | None, str | None, bool, dict[str, list[str]]]:
         url = urlsplit(self.path)
@@ -277,23 +454,56 @@ class _Handler(BaseHTTPRequestHandler):
         if m is None:
             m = _GROUP.match(url.path)
             if m is None:
-                raise ApiError(404, "NotFound", f"no route {url.path}")
+                raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
             group, version = m["group"], m["version"]
         res = _resource(group, version, m["plural"])
         return res, m["ns"], m["name"], m["sub"] == "status", parse_qs(url.query)
 
     def _handle(self, method: str) -> None:
+        srv = self.server
+        call: Call | None = None
         try:
-            if self.headers.get("Authorization") != f"Bearer {self.server.token}":
+            auth = self.headers.get("Authorization") or ""
+            token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
+            user = ADMIN if token == srv.token else srv.users.get(token or "")
+            if user is None:
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             res, ns, name, status, query = self._route()
             verb = {"GET": "get" if name else "list", "POST": "create", "PUT": "update", "PATCH": "patch"}[method]
-            self.server.store.calls.append(Call(verb, res.group, f"{res.plural}/status" if status else res.plural, ns))
-            self._send(200 if method != "POST" else 201, self._do(method, res, ns, name, status, query))
+            resource = f"{res.plural}/status" if status else res.plural
+            call = Call(verb, res.group, resource, ns, name, user)
+            fault = srv.faults.pick(call)
+            if fault is not None:
+                _wait(fault.hold_before, fault.delay_before_s)
+                if fault.drop:
+                    raise _Drop
+            if (
+                user != ADMIN
+                and srv.rbac_objects is not None
+                and not rbac.authorize(srv.rbac_objects, user, verb, res.group, resource, ns, name)
+            ):
+                message = rbac.forbidden_message(user, verb, res.group, resource, ns, name)
+                raise ApiError(403, "Forbidden", message, _details(res, name))
+            try:
+                code, body = (200 if method != "POST" else 201), self._do(method, res, ns, name, status, query, user)
+            except ApiError as err:
+                code, body = err.code, err.status()
+            srv.store.calls.append(Call(verb, res.group, resource, ns, name, user, code))
+            if fault is not None:
+                _wait(fault.hold_after, fault.delay_after_s)
+            self._send(code, body)
+        except _Drop:
+            self.close_connection = True
         except ApiError as err:
+            if call is not None:
+                srv.store.calls.append(Call(call.verb, call.group, call.resource, call.namespace, call.name, call.user, err.code))
             self._send(err.code, err.status())
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client gave up (its request timeout): nothing to answer
 
-    def _do(self, method: str, res: Resource, ns: str | None, name: str | None, status: bool, q: dict[str, list[str]]) -> dict[str, Any]:
+    def _do(
+        self, method: str, res: Resource, ns: str | None, name: str | None, status: bool, q: dict[str, list[str]], user: str
+    ) -> dict[str, Any]:
         store = self.server.store
         if method == "GET":
             if name is None:
@@ -301,34 +511,37 @@ class _Handler(BaseHTTPRequestHandler):
             return store.get(res, ns, name)
         if name is None:
             if method != "POST":
-                raise ApiError(405, "MethodNotAllowed", f"{method} needs an object name")
+                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
             body = self._body()
             if not isinstance(body, dict):
-                raise ApiError(400, "BadRequest", "body is not an object")
-            return store.create(res, ns, body)
+                raise ApiError(400, "BadRequest", "the body of the request is not a JSON object")
+            return store.create(res, ns, body, user)
         if method == "PUT":
             body = self._body()
-            return store.write(res, ns, name, body, status, body.get("metadata", {}).get("resourceVersion"))
-        return self._patch(res, ns, name, status)
+            if not isinstance(body, dict):
+                raise ApiError(400, "BadRequest", "the body of the request is not a JSON object")
+            return store.write(res, ns, name, body, status, user=user, verb="update")
+        return self._patch(res, ns, name, status, user)
 
-    def _patch(self, res: Resource, ns: str | None, name: str, status: bool) -> dict[str, Any]:
+    def _patch(self, res: Resource, ns: str | None, name: str, status: bool, user: str) -> dict[str, Any]:
         content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        accepted = [JSON_PATCH, MERGE, APPLY] if res.custom else [JSON_PATCH, MERGE, STRATEGIC, APPLY]
+        if content_type not in accepted or content_type == APPLY:
+            # negotiation.NewUnsupportedMediaTypeError: CRDs accept no strategic merge patch
+            message = "the body of the request was in an unknown format - accepted media types include: " + ", ".join(accepted)
+            raise ApiError(415, "UnsupportedMediaType", message)
         body = self._body()
-        current = self.server.store.get(res, ns, name)
-        try:
-            if content_type == JSON_PATCH:
-                new = json_patch(current, body)
-            elif content_type == MERGE or (content_type == STRATEGIC and not res.custom):
-                new = merge_patch(current, body)
-            elif content_type == STRATEGIC:
-                raise ApiError(415, "UnsupportedMediaType", "strategic merge patch is not supported for custom resources")
-            else:
-                raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {content_type}")
-        except PatchError as err:
-            raise ApiError(409 if err.conflict else 422, "Conflict" if err.conflict else "Invalid", str(err)) from None
-        # A resourceVersion inside a merge patch is a precondition, as in kube-apiserver.
-        expect = body.get("metadata", {}).get("resourceVersion") if isinstance(body, dict) else None
-        return self.server.store.write(res, ns, name, new, status, expect)
+        if content_type == JSON_PATCH and not isinstance(body, list):
+            raise ApiError(400, "BadRequest", "json: cannot unmarshal object into Go value of type jsonpatch.Patch")
+
+        def apply(current: dict[str, Any]) -> dict[str, Any]:
+            try:
+                patched: dict[str, Any] = json_patch(current, body) if content_type == JSON_PATCH else merge_patch(current, body)
+            except PatchError:
+                raise patch_not_applicable() from None
+            return patched
+
+        return self.server.store.write(res, ns, name, apply, status, user=user, verb="patch")
 
     def do_GET(self) -> None:
         self._handle("GET")
@@ -346,10 +559,19 @@ class _Handler(BaseHTTPRequestHandler):
 class StandIn(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, token: str, store: Store | None = None) -> None:
+    def __init__(
+        self,
+        token: str,
+        store: Store | None = None,
+        users: dict[str, str] | None = None,
+        rbac_objects: list[dict[str, Any]] | None = None,
+    ) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.token = token
         self.store = store or Store()
+        self.users = dict(users or {})  # token -> user name
+        self.rbac_objects = rbac_objects  # rendered Roles/bindings: authorize non-admin users (None: allow all)
+        self.faults = Faults()
 
     @property
     def url(self) -> str:
@@ -358,14 +580,20 @@ class StandIn(ThreadingHTTPServer):
 
 
 @contextmanager
-def serve(token: str = "stand-in-token", store: Store | None = None) -> Iterator[StandIn]:
+def serve(
+    token: str = "stand-in-token",
+    store: Store | None = None,
+    users: dict[str, str] | None = None,
+    rbac_objects: list[dict[str, Any]] | None = None,
+) -> Iterator[StandIn]:
     """Run a stand-in on a free loopback port in a thread; stopped and closed on exit."""
-    server = StandIn(token, store)
+    server = StandIn(token, store, users, rbac_objects)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="apiserver-stand-in", daemon=True)
     thread.start()
     try:
         yield server
     finally:
+        server.faults.clear()
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)

@@ -9,8 +9,9 @@ and the CR half re-validates through the same model, so the two views cannot dri
 ``SliceAction`` mirrors ``inferslice.actions.Action``: ``spec`` is the action (absolute target,
 idempotency id) and its cause; ``status.phase`` walks Pending -> Approved -> (Applying ->
 InProgress ->) Applied, ending Futile when the outcome check says so or RolledBack once its
-rollback is applied, or Rejected by an operator; Failed, DryRun and Refused (by a guardrail) are the
-controller's other ends, so the objects are its whole audit trail (service/control_audit_cr.py). Approve mode is
+rollback is applied, or Rejected by an operator; Failed, DryRun and Refused (by a guardrail, or by a
+later leadership term: ``status.fencingToken`` names the term that owns an action) are the
+controller's other ends, so the objects are its whole audit trail (service/controller/audit_cr.py). Approve mode is
 ``kubectl patch sliceaction X --subresource=status --type=merge -p '{"status":{"phase":"Approved"}}'``.
 """
 
@@ -54,9 +55,10 @@ class Phase(enum.StrEnum):
 # The phases an action may move to from each phase (the stand-in apiserver and the store enforce it).
 TRANSITIONS: dict[Phase, frozenset[Phase]] = {
     Phase.PENDING: frozenset({Phase.APPROVED, Phase.REJECTED, Phase.APPLIED}),  # auto mode skips approval
-    Phase.APPROVED: frozenset({Phase.APPLIED, Phase.REJECTED, Phase.APPLYING, Phase.FAILED}),
-    Phase.APPLYING: frozenset({Phase.APPLIED, Phase.APPROVED, Phase.IN_PROGRESS, Phase.FAILED}),  # APPROVED: retry
-    Phase.IN_PROGRESS: frozenset({Phase.APPLIED, Phase.APPROVED, Phase.FAILED}),
+    # REFUSED from the driven phases: a later term refuses an action an earlier (deposed) term recorded after the takeover
+    Phase.APPROVED: frozenset({Phase.APPLIED, Phase.REJECTED, Phase.APPLYING, Phase.FAILED, Phase.REFUSED}),
+    Phase.APPLYING: frozenset({Phase.APPLIED, Phase.APPROVED, Phase.IN_PROGRESS, Phase.FAILED, Phase.REFUSED}),  # APPROVED: retry
+    Phase.IN_PROGRESS: frozenset({Phase.APPLIED, Phase.APPROVED, Phase.FAILED, Phase.REFUSED}),
     Phase.APPLIED: frozenset({Phase.FUTILE, Phase.ROLLED_BACK}),
     Phase.FUTILE: frozenset({Phase.ROLLED_BACK}),
     Phase.ROLLED_BACK: frozenset(),
@@ -208,6 +210,12 @@ def action_crd() -> dict[str, Any]:
             "attempts": {"type": "integer", "minimum": 0, "description": "apply attempts (retryable failures give up after five)"},
             "outcomeUnixS": {"type": "number"},
             "appliedBy": {"type": "string", "description": "the controller replica (lease holder) that applied it"},
+            "fencingToken": {
+                "type": "string",
+                "pattern": "^[0-9]+/.+$",
+                "description": "the leadership term that owns the action, <leaseTransitions>/<holder>; a later term adopts"
+                " what is unfinished when it takes over and refuses what an earlier term records after that",
+            },
             "appliedUnixS": {"type": "number"},
             "outcome": {"type": "string"},
             "message": {"type": "string"},

@@ -231,7 +231,7 @@ def controller_deployment() -> dict[str, Any]:
         "name": "controller",
         "image": IMAGE,
         # The flags of `inferslice control`; its audit trail is the SliceAction objects in the platform
-        # namespace (service/control_audit_cr.py), so it needs no volume and survives a restart.
+        # namespace (service/controller/audit_cr.py), so it needs no volume and survives a restart.
         "args": [
             "control",
             "--mode",

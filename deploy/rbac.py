@@ -189,3 +189,54 @@ def granted(objects: list[dict[str, Any]]) -> set[tuple[str, str, str, str]]:
                     for verb in rule.get("verbs", []):
                         out.add((obj["metadata"]["name"], group, resource, verb))
     return out
+
+
+# -- evaluation: what kube-apiserver's RBAC authorizer decides for rendered objects ----------------
+
+
+def service_account_user(namespace: str, name: str) -> str:
+    """The user name kube-apiserver gives a ServiceAccount's token."""
+    return f"system:serviceaccount:{namespace}:{name}"
+
+
+def _rule_allows(rule: dict[str, Any], verb: str, group: str, resource: str, name: str | None) -> bool:
+    def has(key: str, value: str) -> bool:
+        values = rule.get(key, [])
+        return "*" in values or value in values
+
+    names = rule.get("resourceNames")
+    return has("verbs", verb) and has("apiGroups", group) and has("resources", resource) and (not names or name in names)
+
+
+def authorize(
+    objects: list[dict[str, Any]], user: str, verb: str, group: str, resource: str, namespace: str | None, name: str | None = None
+) -> bool:
+    """True if a Role/ClusterRole bound to ``user`` (a ServiceAccount) grants the request, with the
+    RBAC authorizer's rules: a RoleBinding grants in its namespace only (its roleRef a Role there or a
+    ClusterRole), a ClusterRoleBinding everywhere; ``resource`` is ``plural`` or ``plural/subresource``."""
+    roles = {
+        (o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in objects if o.get("kind") in ("Role", "ClusterRole")
+    }
+    for binding in (o for o in objects if o.get("kind") in ("RoleBinding", "ClusterRoleBinding")):
+        subjects = binding.get("subjects", [])
+        if not any(s.get("kind") == "ServiceAccount" and service_account_user(s.get("namespace", ""), s["name"]) == user for s in subjects):
+            continue
+        ref = binding["roleRef"]
+        if binding["kind"] == "RoleBinding":
+            if namespace != binding["metadata"].get("namespace"):
+                continue
+            role = roles.get((ref["kind"], binding["metadata"]["namespace"] if ref["kind"] == "Role" else None, ref["name"]))
+        else:
+            role = roles.get(("ClusterRole", None, ref["name"]))
+        if role and any(_rule_allows(r, verb, group, resource, name) for r in role.get("rules", [])):
+            return True
+    return False
+
+
+def forbidden_message(user: str, verb: str, group: str, resource: str, namespace: str | None, name: str | None) -> str:
+    """kube-apiserver's 403 message (``apierrors.NewForbidden`` around the RBAC authorizer's reason)."""
+    plural = resource.partition("/")[0]  # the message names the resource, the reason its subresource
+    qualified = f"{plural}.{group}" if group else plural
+    who = f'User "{user}" cannot {verb} resource "{resource}" in API group "{group}"'
+    where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
+    return (f'{qualified} "{name}" is forbidden: ' if name else f"{qualified} is forbidden: ") + who + where

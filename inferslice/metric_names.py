@@ -21,12 +21,17 @@ LINK_TRANSMIT_DROPS = "inferslice_link_transmit_drops_total"
 LINK_RECEIVE_ERRORS = "inferslice_link_receive_errors_total"
 LINK_TRANSMIT_ERRORS = "inferslice_link_transmit_errors_total"
 LINK_CAP_BPS = "inferslice_link_cap_bits_per_second"  # {slice,pop,link,direction}
+# The interface's physical rate (a WAN link's provisioned capacity), where declared: what it carries at most with no cap binding.
+LINK_CAPACITY_BPS = "inferslice_link_capacity_bits_per_second"  # {slice,pop,link}
 HTB_OVERLIMITS = "inferslice_htb_overlimits_total"  # {slice,pop,link,direction}
 HTB_BACKLOG_BYTES = "inferslice_htb_backlog_bytes"
 HTB_BACKLOG_PACKETS = "inferslice_htb_backlog_packets"
 TUNNEL_RECEIVE_BYTES = "inferslice_tunnel_receive_bytes_total"  # {slice,pop,peer_pop}
 TUNNEL_TRANSMIT_BYTES = "inferslice_tunnel_transmit_bytes_total"
 POP_RTT = "inferslice_pop_rtt_seconds"  # histogram {pop,peer_pop}
+# One series per WAN link a slice's replicas reach the gateway over, valued at its declared RTT:
+# pop/link name the link's counters at its gateway-side end, peer_pop the far end (joins the probes).
+SLICE_WAN_PATH_RTT = "inferslice_slice_wan_path_rtt_seconds"  # {slice,pop,peer_pop,link}
 
 # -- GPU (exporters/gpu) ----------------------------------------------------------------------
 GPU_UTILIZATION = "inferslice_gpu_utilization_ratio"  # {pop,gpu}

@@ -54,9 +54,17 @@ class SliceSnapshot:
     link_tx_bps: float | None = None
     link_cap_bps: float | None = None
     link_capacity_bps: float | None = None  # the interface's physical rate: what an uncapped link is judged against
-    # The slowest WAN path the slice's serving replicas stream to the gateway over: its measured RTT minus the
-    # topology's (the PoP prober's); cross-traffic that fills a link's buffer and an added delay both raise it. 0: as configured.
-    wan_rtt_excess_s: float | None = None
+    # The WAN links the slice's replicas reach the gateway over (none: every replica at the gateway):
+    # the fullest one (delivered / physical rate) by what it carries toward the gateway, all traffic
+    # on it counted (other tiers', cross-traffic), and its physical rate; the one whose measured
+    # round trip most exceeds its declared one, by both.
+    # (Lead, for everyone merging: these four are the project's one WAN vocabulary, measured by the
+    # network exporter's path source and joined by both collectors. The classifier and the controller
+    # read them; an RTT excess is wan_rtt_s - wan_base_rtt_s. Do not add parallel WAN fields.)
+    wan_rx_bps: float | None = None
+    wan_capacity_bps: float | None = None
+    wan_rtt_s: float | None = None
+    wan_base_rtt_s: float | None = None
     requests_waiting: float | None = None
     requests_running: float | None = None
     queue_time_p99_s: float | None = None

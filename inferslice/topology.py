@@ -9,6 +9,7 @@ names the offending field (``tiers[1].replicas_max``).
 from __future__ import annotations
 
 import enum
+import heapq
 import ipaddress
 from collections import Counter
 from collections.abc import Iterable
@@ -90,7 +91,12 @@ class Link(_Model):
     a: str
     b: str
     rtt_ms: float = Field(gt=0, le=1000)
-    capacity_bps: float | None = Field(default=None, gt=0, description="provisioned WAN capacity; null = not declared")
+    capacity_bps: float | None = Field(
+        default=None, gt=0, description="the link's physical rate (the testbed's delay line serialises at it); null = unlimited"
+    )
+    buffer_ms: float = Field(
+        default=50.0, gt=0, le=10_000, description="drop-tail buffer per direction in ms at the link's rate (a WAN router port's)"
+    )
 
     @model_validator(mode="after")
     def _distinct(self) -> Link:
@@ -273,6 +279,44 @@ class Topology(_Model):
     @property
     def tier_names(self) -> list[str]:
         return [t.name for t in self.tiers]
+
+    def next_hops(self) -> dict[str, dict[str, str]]:
+        """For every PoP, the neighbour on the lowest-RTT path to each other PoP it reaches (Dijkstra;
+        ties go to the alphabetically first neighbour). The testbed routes by it; the exporter maps a
+        tier's traffic onto the WAN links it crosses with it."""
+        adj: dict[str, list[tuple[float, str]]] = {p.name: [] for p in self.pops}
+        for link in self.links:
+            adj[link.a].append((link.rtt_s, link.b))
+            adj[link.b].append((link.rtt_s, link.a))
+        hops: dict[str, dict[str, str]] = {}
+        for src in adj:
+            dist = {src: 0.0}
+            first: dict[str, str] = {}
+            heap: list[tuple[float, str, str]] = [(0.0, src, "")]
+            while heap:
+                d, node, via = heapq.heappop(heap)
+                if d > dist.get(node, float("inf")):
+                    continue
+                if node != src and node not in first:
+                    first[node] = via
+                for w, nxt in sorted(adj[node]):
+                    nd = d + w
+                    if nd < dist.get(nxt, float("inf")):
+                        dist[nxt] = nd
+                        heapq.heappush(heap, (nd, nxt, via or nxt))
+            hops[src] = first
+        return hops
+
+    def route(self, src: str, dst: str) -> list[str]:
+        """The PoPs a packet from ``src`` to ``dst`` visits, both ends included (``[src]`` when equal)."""
+        hops = self.next_hops()
+        path = [src]
+        while path[-1] != dst:
+            nxt = hops[path[-1]].get(dst)
+            if nxt is None or nxt in path:
+                raise KeyError(f"no route {src} -> {dst}")
+            path.append(nxt)
+        return path
 
 
 def _loc(loc: Iterable[Any]) -> str:

@@ -75,6 +75,9 @@ class DiagnosisService:
         self.hysteresis = hysteresis
         self.learning = learning  # None: references only from configuration or input
         self._lock = threading.Lock()  # ingest is read-modify-write of the episode state
+        # Each slice's latest verdict as objects, for a controller in this process (``latest_verdicts``):
+        # the diagnosis and the window it judged, with the slice's reference filled in.
+        self._latest: dict[str, tuple[Diagnosis, SliceSnapshot]] = {}
 
     def known_slices(self) -> list[str]:
         configured = self.topology.tier_names if self.topology is not None else []
@@ -108,9 +111,17 @@ class DiagnosisService:
                 learned = learn_reference(reference, snap, diagnosis, self.learning)
                 if learned is not None and learned != reference:
                     self.store.set_reference(snap.slice, learned, now)
+                    reference = learned
+            self._latest[snap.slice] = (diagnosis, snap.with_reference(reference) if reference is not None else snap)
             state, events = step(self.store.episode_state(snap.slice), diagnosis, ts, self.hysteresis)
             self.store.save_episodes(snap.slice, state, events)
         return IngestResult(diagnosis, tuple(events), ts)
+
+    def latest_verdicts(self) -> dict[str, tuple[Diagnosis, SliceSnapshot]]:
+        """Each slice's latest diagnosis and its window (reference filled in) since this process started:
+        what ``GET /v1/slices/{slice}`` serves, as objects (a co-located controller's source)."""
+        with self._lock:
+            return dict(self._latest)
 
     def set_reference(self, slice_name: str, reference: Reference) -> Reference:
         configured = dataclasses.replace(reference, source="configured")

@@ -62,6 +62,7 @@ class PlatformSettings:
     controller: ControllerFactory | None = None  # the control loop, started after the API (None: diagnosis only)
     control_db: Path | None = None  # the controller's audit log: the API serves its actions (approve/reject) from it
     control_port: int | None = None  # the controller's /metrics, scraped as job inferslice-control
+    control_mode: str | None = None  # run the controller inside the API in this mode (verdicts in process); None: no controller there
 
 
 @dataclass
@@ -220,6 +221,10 @@ class Platform:
             argv += ["--window-s", str(s.api_window_s)]
         if s.control_db is not None:
             argv += ["--control-db", absolute(s.control_db)]
+        if s.control_mode is not None:
+            argv += ["--control", s.control_mode, "--state-dir", self.state_dir]
+            if s.control_port is not None:
+                argv += ["--control-listen", f"127.0.0.1:{s.control_port}"]
         return argv
 
     def _start(self, proc: ManagedProcess) -> None:

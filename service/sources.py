@@ -37,9 +37,7 @@ class SourceSettings:
 
 def make_source(settings: SourceSettings, topology: Topology) -> MetricSource:
     """The configured source over the topology's slices (their SLOs from the tiers file)."""
-    gw = topology.client.gateway
-    wan = tuple((p.name, topology.rtt_s(gw, p.name)) for p in topology.pops if p.name != gw and topology.link_between(gw, p.name))
-    fields = FieldSettings(perspective=settings.perspective, gateway=gw, wan_rtt_s=wan)
+    fields = FieldSettings(perspective=settings.perspective)
     slices = slices_from_topology(topology)
     if settings.kind == "prometheus":
         return PrometheusSource(slices, PrometheusSettings(base_url=settings.prometheus_url, window_s=settings.window_s), fields)

@@ -120,8 +120,8 @@ def demo_platform(top: Any, reg: Any, out: Path, state_dir: Path) -> Any:
     from inferslice.service.platform import Platform, PlatformSettings
 
     out = out.absolute()
-    from inferslice.service.control_platform import with_controller
     from inferslice.service.controller import Mode
+    from inferslice.service.controller.process import with_controller
 
     settings = PlatformSettings(
         scrape_interval_s=top.timing.scrape_interval_s, hold_scale=HOLD_SCALE, reuse_exporter=True, db_path=out / "inferslice.db"

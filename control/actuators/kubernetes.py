@@ -16,20 +16,39 @@
   naming the old pod in ``scaleStrategy.workersToDelete`` and Serve's count returns: APPLIED. The
   progress lives in an annotation of the RayCluster, so a restarted controller picks it up.
 
-Every write is a patch whose preconditions make a stale view fail (JSON patch ``test`` of the
-group's name at its index, the object's ``resourceVersion``): a conflict is retryable and the next
-call re-reads. Each apply first compares the target with what is, so repeating an action id changes
-nothing (``ALREADY_APPLIED``). Calls and verbs used are exactly ``inferslice.deploy.rbac.PERMISSIONS``
-for the controller (tested through the apiserver stand-in).
+Every write is a patch carrying the ``resourceVersion`` it was computed from: kube-apiserver answers
+409 Conflict if the object moved on, and ``apply`` re-reads and recomputes, as client-go's
+``retry.RetryOnConflict`` does (``retry.DefaultRetry``: 5 attempts, 10 ms apart), before giving up
+retryably. (No JSON-patch ``test`` op is a precondition: kube-apiserver answers a failed one with
+422, which its API conventions say not to retry.) Status codes map as kube-apiserver's conventions
+say (``api-conventions.md``, "HTTP Status codes"): 409 re-read and retry; 429, 5xx, no answer:
+retryable (the controller tries again next step); 422 and other 4xx: permanent.
+
+Fencing (with ``leadership``, the Lease elector): immediately before every write the actuator asks
+the elector for the current term's token (``NotLeader`` if the Lease is not held now), refuses to
+write an object carrying a later term's token (``Deposed``: it steps down), and writes its token
+into the object's ``inferslice.io/fencing-token`` annotation in the same patch. ``claim()``, called
+once per term before any action, stamps every RayService, active RayCluster and head pod: after it,
+a deposed leader's write to any of them fails (409 from the resourceVersion it read, or its own
+check of the newer token). What remains unfenced: an object created after the claim (a RayCluster
+KubeRay starts for an upgrade, a restarted head pod) written by a deposed leader that stalled
+between its check and its write.
+
+Each apply first compares the target with what is, so repeating an action id changes nothing
+(``ALREADY_APPLIED``). Calls and verbs used are exactly ``inferslice.deploy.rbac.PERMISSIONS`` for
+the controller (tested through the apiserver stand-in).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
-from collections.abc import Mapping
+import random
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from inferslice.actions import Action, ActionKind
 from inferslice.common.placement import placement_from_pod, pod_ready
@@ -47,17 +66,27 @@ from .base import (
     TierObservation,
     require_kind,
 )
+from .kubernetes_lease import Deposed, FencingToken, Leadership
 
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 RELOCATION_ANNOTATION = "inferslice.io/relocation"
 RAY = ("ray.io", "v1")
+FENCE_ANNOTATION = "inferslice.io/fencing-token"
+_FENCE_PATH = "/metadata/annotations/" + FENCE_ANNOTATION.replace("~", "~0").replace("/", "~1")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class KubernetesSettings:
     field_manager: str = "inferslice-controller"  # names our writes in managedFields
-    request_timeout_s: float = 10.0  # one apiserver round trip; the control loop retries later
+    request_timeout_s: float = 4.0  # one apiserver round trip; below the Lease's 5 s, so a write ends before a takeover may start
+    conflict_attempts: int = 5  # client-go retry.DefaultRetry: 5 steps
+    conflict_backoff_s: float = 0.01  # retry.DefaultRetry: 10 ms between them (jitter 0.1)
+
+
+class Conflict(RetryableActuatorError):
+    """409: the object changed since it was read; ``apply`` re-reads and tries again."""
 
 
 def _api_error(err: Exception, what: str) -> Exception:
@@ -65,23 +94,125 @@ def _api_error(err: Exception, what: str) -> Exception:
 
     if isinstance(err, ApiException):
         status = int(err.status or 0)
-        if status in (409, 429) or status >= 500 or status == 0:
+        if status == 409:
+            return Conflict(f"kubernetes: {what}: 409 {err.reason}")
+        if status == 429 or status >= 500 or status == 0:
             return RetryableActuatorError(f"kubernetes: {what}: {status} {err.reason}")
         return PermanentActuatorError(f"kubernetes: {what}: {status} {err.reason}: {err.body}")
     return RetryableActuatorError(f"kubernetes: {what}: {err}")
+
+
+def fence_of(obj: Mapping[str, Any]) -> FencingToken | None:
+    """The fencing token an object carries (None: none, or not one of ours)."""
+    text = (obj.get("metadata", {}).get("annotations") or {}).get(FENCE_ANNOTATION)
+    try:
+        return FencingToken.parse(text) if text else None
+    except ValueError:
+        return None
+
+
+def _precondition(obj: Mapping[str, Any]) -> dict[str, Any]:
+    # The patched object carries the resourceVersion we read: kube-apiserver refuses it with 409 if stale.
+    return {"op": "replace", "path": "/metadata/resourceVersion", "value": obj["metadata"]["resourceVersion"]}
+
+
+def _fence_op(obj: Mapping[str, Any], token: FencingToken | None, annotations: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The op that writes ``token`` (last in a patch, after any op that replaces the annotations)."""
+    if token is None:
+        return []
+    present = annotations if annotations is not None else obj.get("metadata", {}).get("annotations")
+    if present is None:
+        return [{"op": "add", "path": "/metadata/annotations", "value": {FENCE_ANNOTATION: str(token)}}]
+    return [{"op": "add", "path": _FENCE_PATH, "value": str(token)}]
 
 
 class KubernetesActuator:
     name = "kubernetes"
     kinds = frozenset({ActionKind.SET_REPLICAS, ActionKind.SET_CAP, ActionKind.RELOCATE})
 
-    def __init__(self, topology: Topology, api_client: Any, settings: KubernetesSettings | None = None) -> None:
+    def __init__(
+        self, topology: Topology, api_client: Any, settings: KubernetesSettings | None = None, leadership: Leadership | None = None
+    ) -> None:
         from kubernetes import client
 
         self.topology = topology
         self.settings = settings or KubernetesSettings()
+        self.leadership = leadership  # None: a single controller, no fencing
         self._custom = client.CustomObjectsApi(api_client)
         self._core = client.CoreV1Api(api_client)
+
+    # -- fencing -------------------------------------------------------------------------------
+    def _token_for(self, obj: Mapping[str, Any]) -> FencingToken | None:
+        """The token to write on ``obj``, checked now: ``NotLeader`` if the Lease is not held,
+        ``Deposed`` if ``obj`` already carries a later term's token."""
+        if self.leadership is None:
+            return None
+        token = self.leadership.check()
+        theirs = fence_of(obj)
+        if theirs is not None and theirs.transitions > token.transitions:
+            reason = f"{obj.get('kind')} {obj['metadata'].get('name')} carries term {theirs}, later than ours ({token})"
+            self.leadership.step_down(reason)
+            raise Deposed(reason)
+        return token
+
+    def claim(self) -> int:
+        """Stamp this term's token on every object the actions write (RayServices, their active
+        RayClusters, head pods), before the term's first action; returns how many were stamped."""
+        if self.leadership is None:
+            return 0
+
+        def once(tier: Tier) -> int:
+            ns = tier_namespace(self.topology, tier.name)
+            rs = self._get("rayservices", ns, tier.name)
+            stamped = self._stamp("rayservices", ns, rs)
+            cluster = rs.get("status", {}).get("activeServiceStatus", {}).get("rayClusterName")
+            if cluster:
+                stamped += self._stamp("rayclusters", ns, self._get("rayclusters", ns, cluster))
+                for head in self._pods(ns, f"ray.io/cluster={cluster},ray.io/node-type=head"):
+                    stamped += self._stamp_pod(ns, head)
+            return stamped
+
+        total = 0
+        for tier in self.topology.tiers:
+            total += self._on_conflict_retry(functools.partial(once, tier))
+        return total
+
+    def _stamp(self, plural: str, ns: str, obj: dict[str, Any]) -> int:
+        token = self._token_for(obj)
+        if token is None or fence_of(obj) == token:
+            return 0
+        self._patch(plural, ns, obj["metadata"]["name"], [_precondition(obj), *_fence_op(obj, token)], JSON_PATCH)
+        return 1
+
+    def _stamp_pod(self, ns: str, pod: dict[str, Any], extra: Mapping[str, Any] | None = None) -> int:
+        token = self._token_for(pod)
+        if (token is None or fence_of(pod) == token) and not extra:
+            return 0
+        annotations = {**(extra or {}), **({FENCE_ANNOTATION: str(token)} if token is not None else {})}
+        patch = {"metadata": {"resourceVersion": pod["metadata"]["resourceVersion"], "annotations": annotations}}
+        name = pod["metadata"]["name"]
+        self._call(
+            f"patch pod {name}",
+            self._core.patch_namespaced_pod,
+            name,
+            ns,
+            patch,
+            field_manager=self.settings.field_manager,
+            _content_type=MERGE,
+        )
+        return 1
+
+    def _on_conflict_retry(self, fn: Callable[[], T]) -> T:
+        """``fn`` again (it re-reads) after a 409, as client-go's retry.RetryOnConflict."""
+        last: Conflict | None = None
+        for attempt in range(self.settings.conflict_attempts):
+            try:
+                return fn()
+            except Conflict as err:
+                last = err
+                if attempt + 1 < self.settings.conflict_attempts:
+                    time.sleep(self.settings.conflict_backoff_s * (1.0 + 0.1 * random.random()))
+        raise RetryableActuatorError(f"{last} (still conflicting after {self.settings.conflict_attempts} re-reads)")
 
     # -- reads ---------------------------------------------------------------------------------
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -150,10 +281,10 @@ class KubernetesActuator:
         require_kind(self, action)
         tier = self._tier(action.slice)
         if action.kind == ActionKind.SET_REPLICAS:
-            return self._set_replicas(action, tier)
+            return self._on_conflict_retry(lambda: self._set_replicas(action, tier))
         if action.kind == ActionKind.SET_CAP:
-            return self._set_cap(action, tier)
-        return self._relocate(action, tier)
+            return self._on_conflict_retry(lambda: self._set_cap(action, tier))
+        return self._on_conflict_retry(lambda: self._relocate(action, tier))
 
     def _set_replicas(self, action: Action, tier: Tier) -> ApplyResult:
         if not isinstance(action.value, int | float) or int(action.value) != action.value:
@@ -169,12 +300,14 @@ class KubernetesActuator:
             return ApplyResult(action.id, ApplyStatus.ALREADY_APPLIED, f"{tier.name} already at {n}")
         ops = _bounds_ops(groups, wanted)
         if ops:
-            self._patch("rayclusters", ns, rc["metadata"]["name"], ops, JSON_PATCH)
+            self._patch(
+                "rayclusters", ns, rc["metadata"]["name"], [_precondition(rc), *ops, *_fence_op(rc, self._token_for(rc))], JSON_PATCH
+            )
         rs_groups = rs["spec"]["rayClusterConfig"].get("workerGroupSpecs", [])
-        rs_ops = _bounds_ops(rs_groups, {g["groupName"]: wanted.get(g["groupName"], 0) for g in rs_groups}, "/spec/rayClusterConfig")
-        rs_ops += [{"op": "test", "path": "/metadata/resourceVersion", "value": rs["metadata"]["resourceVersion"]}]
+        rs_ops = [_precondition(rs)]
+        rs_ops += _bounds_ops(rs_groups, {g["groupName"]: wanted.get(g["groupName"], 0) for g in rs_groups}, "/spec/rayClusterConfig")
         rs_ops += [{"op": "replace", "path": "/spec/serveConfigV2", "value": serve_config.set_replicas(cfg, n)}]
-        self._patch("rayservices", ns, tier.name, rs_ops, JSON_PATCH)
+        self._patch("rayservices", ns, tier.name, [*rs_ops, *_fence_op(rs, self._token_for(rs))], JSON_PATCH)
         return ApplyResult(action.id, ApplyStatus.APPLIED, f"{tier.name}: {n} replicas {wanted}")
 
     def _set_cap(self, action: Action, tier: Tier) -> ApplyResult:
@@ -187,19 +320,20 @@ class KubernetesActuator:
         stale = [p for p in heads if _rates(p["metadata"].get("annotations", {})) != (rate, rate)]
         if not stale and _rates(template_ann) == (rate, rate):
             return ApplyResult(action.id, ApplyStatus.ALREADY_APPLIED, f"{tier.name} cap already {rate} Mbit/s")
-        patch = {"metadata": {"annotations": {INGRESS_RATE: rate, EGRESS_RATE: rate}}}
+        rates = {INGRESS_RATE: rate, EGRESS_RATE: rate}
+        if _rates(template_ann) != (rate, rate):
+            # The RayCluster first: a fenced object every cap change passes, so a deposed leader stops here.
+            token = self._token_for(rc)
+            patch: dict[str, Any] = {
+                "metadata": {
+                    "resourceVersion": rc["metadata"]["resourceVersion"],
+                    **({"annotations": {FENCE_ANNOTATION: str(token)}} if token else {}),
+                },
+                "spec": {"headGroupSpec": {"template": {"metadata": {"annotations": rates}}}},
+            }
+            self._patch("rayclusters", ns, rc["metadata"]["name"], patch, MERGE)
         for pod in stale:
-            name = pod["metadata"]["name"]
-            self._call(
-                f"patch pod {name}",
-                self._core.patch_namespaced_pod,
-                name,
-                ns,
-                patch,
-                field_manager=self.settings.field_manager,
-                _content_type=MERGE,
-            )
-        self._patch("rayclusters", ns, rc["metadata"]["name"], {"spec": {"headGroupSpec": {"template": patch}}}, MERGE)
+            self._stamp_pod(ns, pod, rates)
         return ApplyResult(action.id, ApplyStatus.APPLIED, f"{tier.name} cap {rate} Mbit/s on {len(stale)} head pod(s)")
 
     def _relocate(self, action: Action, tier: Tier) -> ApplyResult:
@@ -229,8 +363,7 @@ class KubernetesActuator:
         source = self._source_group(ns, rc, str(action.replica))
         dest_group = worker_group_name(dest)
         ready_now = sum(1 for p in self._pods(ns, f"ray.io/cluster={rc['metadata']['name']},ray.io/group={dest_group}") if pod_ready(p))
-        rv = rc["metadata"]["resourceVersion"]
-        ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/resourceVersion", "value": rv}]
+        ops: list[dict[str, Any]] = [_precondition(rc)]
         index = next((i for i, g in enumerate(groups) if g["groupName"] == dest_group), None)
         if index is None:
             src = next(g for g in groups if g["groupName"] == source)
@@ -244,13 +377,9 @@ class KubernetesActuator:
                 for k, v in (("replicas", n), ("minReplicas", n), ("maxReplicas", max_r))
             ]
         progress = {"id": action.id, "phase": "made", "source": source, "replica": action.replica, "ready_needed": ready_now + 1}
-        ops.append(
-            {
-                "op": "add",
-                "path": "/metadata/annotations",
-                "value": {**rc["metadata"].get("annotations", {}), RELOCATION_ANNOTATION: json.dumps(progress)},
-            }
-        )
+        annotations = {**rc["metadata"].get("annotations", {}), RELOCATION_ANNOTATION: json.dumps(progress)}
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": annotations})
+        ops += _fence_op(rc, self._token_for(rc), annotations)
         self._patch("rayclusters", ns, rc["metadata"]["name"], ops, JSON_PATCH)
         n_serve = serve_config.replicas_of(rs["spec"]["serveConfigV2"])
         total = n_serve if n_serve is not None else sum(int(g.get("replicas", 0)) for g in groups)
@@ -273,16 +402,14 @@ class KubernetesActuator:
         g = groups[index]
         n = max(0, int(g.get("replicas", 0)) - 1)
         base = f"/spec/workerGroupSpecs/{index}"
+        annotations = {**rc["metadata"].get("annotations", {}), RELOCATION_ANNOTATION: json.dumps({**progress, "phase": "done"})}
         ops: list[dict[str, Any]] = [
-            {"op": "test", "path": f"{base}/groupName", "value": g["groupName"]},
+            _precondition(rc),
             {"op": "replace", "path": f"{base}/replicas", "value": n},
             {"op": "replace", "path": f"{base}/minReplicas", "value": min(n, int(g.get("minReplicas", n)))},
             {"op": "add", "path": f"{base}/scaleStrategy", "value": {"workersToDelete": [progress["replica"]]}},
-            {
-                "op": "add",
-                "path": "/metadata/annotations",
-                "value": {**rc["metadata"].get("annotations", {}), RELOCATION_ANNOTATION: json.dumps({**progress, "phase": "done"})},
-            },
+            {"op": "add", "path": "/metadata/annotations", "value": annotations},
+            *_fence_op(rc, self._token_for(rc), annotations),
         ]
         self._patch("rayclusters", ns, rc["metadata"]["name"], ops, JSON_PATCH)
         n_serve = serve_config.replicas_of(rs["spec"]["serveConfigV2"])
@@ -292,8 +419,9 @@ class KubernetesActuator:
 
     def _serve_replicas(self, ns: str, tier: Tier, rs: dict[str, Any], n: int) -> None:
         ops = [
-            {"op": "test", "path": "/metadata/resourceVersion", "value": rs["metadata"]["resourceVersion"]},
+            _precondition(rs),
             {"op": "replace", "path": "/spec/serveConfigV2", "value": serve_config.set_replicas(rs["spec"]["serveConfigV2"], n)},
+            *_fence_op(rs, self._token_for(rs)),
         ]
         self._patch("rayservices", ns, tier.name, ops, JSON_PATCH)
 
@@ -342,9 +470,8 @@ def _bounds_ops(groups: list[dict[str, Any]], wanted: Mapping[str, int], prefix:
         n = wanted.get(g["groupName"])
         if n is None or _bounds(g) == (n, n):
             continue
-        base = f"{prefix}/workerGroupSpecs/{i}"
+        base = f"{prefix}/workerGroupSpecs/{i}"  # the index names this group: the patch's resourceVersion says so
         ops += [
-            {"op": "test", "path": f"{base}/groupName", "value": g["groupName"]},  # the index still names this group
             {"op": "replace", "path": f"{base}/replicas", "value": n},
             {"op": "replace", "path": f"{base}/minReplicas", "value": n},  # Ray's autoscaler must not scale it in
         ]
@@ -376,4 +503,4 @@ def _placement(pod: dict[str, Any]) -> ReplicaPlacement:
     return placement_from_pod(pod, POP_LABEL)
 
 
-__all__ = ["KubernetesActuator", "KubernetesSettings", "distribute"]
+__all__ = ["FENCE_ANNOTATION", "Conflict", "KubernetesActuator", "KubernetesSettings", "distribute", "fence_of"]

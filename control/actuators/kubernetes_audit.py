@@ -44,19 +44,20 @@ def _recorded(obj: dict[str, Any]) -> Recorded:
 
 
 class SliceActionStore:
-    def __init__(self, api_client: Any, namespace: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, api_client: Any, namespace: str, clock: Callable[[], float] = time.time, request_timeout_s: float = 4.0) -> None:
         from kubernetes import client
 
         self._api = client.CustomObjectsApi(api_client)
         self.namespace = namespace
         self._clock = clock
+        self.request_timeout_s = request_timeout_s  # every call: an unreachable apiserver fails the step, never hangs it
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
         try:
-            return fn(*args, **kwargs)
+            return fn(*args, _request_timeout=self.request_timeout_s, **kwargs)
         except ApiException as err:
             if err.status == 409:  # the resourceVersion precondition: someone changed it since it was read
                 raise PhaseConflict(f"sliceactions: {what}: changed since it was read") from err
@@ -78,14 +79,17 @@ class SliceActionStore:
     def record(self, action: Action, diagnosis_id: str | None = None, status: dict[str, Any] | None = None) -> Recorded:
         """Create the action's object (status Pending, or ``status``), or return the one already there."""
         from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
 
         body = cr.action_to_cr(action, self.namespace, diagnosis_id)
         try:
-            self._api.create_namespaced_custom_object(*self._args(), body)
+            self._api.create_namespaced_custom_object(*self._args(), body, _request_timeout=self.request_timeout_s)
         except ApiException as err:
             if err.status != 409:
                 raise self._translate(err, "create") from err
             return self.get(action.id)
+        except (HTTPError, OSError) as err:
+            raise RetryableActuatorError(f"sliceactions: create: {err}") from err
         # A create never sets the status of a kind with a status subresource: set it now.
         name = body["metadata"]["name"]
         patch = {"status": status or {"phase": Phase.PENDING.value}}

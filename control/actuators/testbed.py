@@ -1,10 +1,11 @@
-"""The testbed actuator: replica counts through each tier front's admin API, caps through the
-testbed's own operator command, relocations through the front's make-before-break moves. Only
-published interfaces: the registry file (where the fronts and the client-edge links are), the
-front's admin API (``GET /admin/state``, ``PUT /admin/autoscale``, ``PUT /admin/replicas``,
-``POST /admin/moves``, ``GET /admin/moves/{id}``, documented in ``testbed/serving/admin.py``) and
-``inferslice testbed cap`` (which changes the HTB class live and keeps the testbed's state and
-registry truthful). No testbed module is imported.
+"""The testbed actuator: replica counts and make-before-break moves through each tier front's admin
+API, caps through the testbed's own library call.
+
+- Replicas and moves: the front's one client (``testbed.serving.front_client``: the "autoscale off,
+  then PUT replicas" rule, the answers' meanings), found through the registry file.
+- Caps: ``testbed.net.lifecycle.set_cap`` in this process (it changes the HTB class live and keeps
+  the testbed's state and registry truthful), as ``inferslice testbed cap`` does; it needs root, like
+  every testbed change. (It used to run that command in a subprocess: an interpreter start per cap.)
 
 A relocation (value ``"pop"`` or the policy's ``"pop/gpuN"`` slot, ``replica`` the id that moves) is
 the front's move named by the action id: the first ``apply`` starts it and returns IN_PROGRESS (the
@@ -13,17 +14,13 @@ successor cold-starts), later ones read it by id and return APPLIED once the old
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote
 
 import httpx
 
 from inferslice.actions import Action, ActionKind
-from inferslice.common.placement import placement_from_front
 from inferslice.common.registry import DEFAULT_STATE_DIR, Registry, read_registry
 from inferslice.control.actuators.base import (
     ApplyResult,
@@ -33,15 +30,21 @@ from inferslice.control.actuators.base import (
     TierObservation,
     require_kind,
 )
-from inferslice.errors import InferSliceError, ParseError
+from inferslice.errors import InferSliceError, PermanentError, RetryableError
+from inferslice.testbed.serving.front_client import ADMIN_TIMEOUT_S, FrontClient
 
-ADMIN_TIMEOUT_S = 5.0  # local admin calls; a slower answer means the front is stuck
-CAP_TIMEOUT_S = 20.0  # the cap command starts an interpreter and talks netlink
-Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+CapSetter = Callable[[str, float, Path], None]  # (tier, cap bit/s, state dir): change the tier's client-edge receive cap
 
 
-def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=CAP_TIMEOUT_S, check=False)
+def _set_cap(tier: str, cap_bps: float, state_dir: Path) -> None:
+    from pyroute2.netlink.exceptions import NetlinkError  # netlink and the testbed's plan: only when a cap changes
+
+    from inferslice.testbed.net import lifecycle
+
+    try:
+        lifecycle.set_cap(tier, cap_bps, "receive", state_dir)
+    except NetlinkError as err:  # the kernel refused this time (a busy qdisc, a namespace mid-change): try again next step
+        raise RetryableActuatorError(f"cap {tier} {cap_bps:g}: netlink: {err}") from None
 
 
 class TestbedActuator:
@@ -49,9 +52,11 @@ class TestbedActuator:
     kinds = frozenset({ActionKind.SET_REPLICAS, ActionKind.SET_CAP, ActionKind.RELOCATE})
     __test__ = False  # not a pytest class
 
-    def __init__(self, state_dir: str | Path = DEFAULT_STATE_DIR, runner: Runner = _run, client: httpx.Client | None = None) -> None:
+    def __init__(
+        self, state_dir: str | Path = DEFAULT_STATE_DIR, set_cap: CapSetter = _set_cap, client: httpx.Client | None = None
+    ) -> None:
         self.state_dir = Path(state_dir)
-        self.runner = runner
+        self.set_cap = set_cap
         self.client = client or httpx.Client(timeout=ADMIN_TIMEOUT_S)
         self._fronts: dict[str, int | None] | None = None  # the fronts' PIDs of the testbed first seen
 
@@ -70,19 +75,11 @@ class TestbedActuator:
             raise PermanentActuatorError(f"the testbed in {self.state_dir} is not the one this controller started on (fronts changed)")
         return reg
 
-    def _call(self, method: str, url: str, body: dict[str, Any] | None = None, *, missing_ok: bool = False) -> dict[str, Any]:
-        try:
-            resp = self.client.request(method, url, json=body)
-        except httpx.HTTPError as err:
-            raise RetryableActuatorError(f"{method} {url}: {err}") from None
-        if missing_ok and resp.status_code == 404:
-            return {}
-        if resp.status_code in (400, 404, 422):
-            raise PermanentActuatorError(f"{method} {url}: HTTP {resp.status_code}: {resp.text[:200]}")
-        if resp.status_code >= 300:
-            raise RetryableActuatorError(f"{method} {url}: HTTP {resp.status_code}: {resp.text[:200]}")
-        data = resp.json()
-        return data if isinstance(data, dict) else {}
+    def _front(self, reg: Registry, tier: str) -> FrontClient:
+        front = reg.front(tier)
+        if front is None:
+            raise PermanentActuatorError(f"no serving front for tier {tier!r} in the testbed registry")
+        return FrontClient(front.admin_url, self.client)
 
     def _cap_of(self, reg: Registry, tier: str) -> float | None:
         for link in reg.links:
@@ -93,66 +90,48 @@ class TestbedActuator:
     def observe(self) -> Mapping[str, TierObservation]:
         reg = self._registry()
         out: dict[str, TierObservation] = {}
-        for front in reg.fronts:
-            st = self._call("GET", f"{front.admin_url}/admin/state")
-            try:
-                reps = tuple(placement_from_front(r) for r in st.get("replicas", []))
-            except ParseError as err:
-                raise RetryableActuatorError(f"{front.admin_url}/admin/state: {err}") from None
-            out[front.tier] = TierObservation(
-                front.tier, int(st.get("target", len(reps))), reps, self._cap_of(reg, front.tier), st.get("mode") == "fixed"
-            )
+        with _typed(f"observe {self.state_dir}"):
+            for front in reg.fronts:
+                st = FrontClient(front.admin_url, self.client).state()
+                out[front.tier] = TierObservation(front.tier, st.target, st.replicas, self._cap_of(reg, front.tier), st.fixed)
         return out
 
     # -- writes ------------------------------------------------------------------------------------
     def apply(self, action: Action) -> ApplyResult:
         require_kind(self, action)
         reg = self._registry()
-        front = reg.front(action.slice)
-        if front is None:
-            raise PermanentActuatorError(f"no serving front for tier {action.slice!r} in the testbed registry")
-        if action.kind is ActionKind.RELOCATE:
-            return self._relocate(action, front.admin_url)
-        if action.kind is ActionKind.SET_REPLICAS:
-            if isinstance(action.value, bool) or not isinstance(action.value, (int, float)):
-                raise PermanentActuatorError(f"replicas must be a number, got {action.value!r}")
-            n = int(action.value)
-            st = self._call("GET", f"{front.admin_url}/admin/state")
-            if st.get("mode") == "fixed" and int(st.get("target", -1)) == n:
-                return ApplyResult(action.id, ApplyStatus.ALREADY_APPLIED)
-            if st.get("mode") != "fixed":  # the front takes a fixed count only with its own autoscaler off
-                self._call("PUT", f"{front.admin_url}/admin/autoscale", {"enabled": False})
-            self._call("PUT", f"{front.admin_url}/admin/replicas", {"replicas": n})
-            return ApplyResult(action.id, ApplyStatus.APPLIED, f"{action.slice}: {n} replicas (cold start follows)")
-        # SET_CAP
+        front = self._front(reg, action.slice)
+        with _typed(f"{action.kind.value} {action.slice}"):
+            if action.kind is ActionKind.RELOCATE:
+                return self._relocate(action, front)
+            if action.kind is ActionKind.SET_REPLICAS:
+                return self._replicas(action, front)
+            return self._cap(action, reg)
+
+    def _replicas(self, action: Action, front: FrontClient) -> ApplyResult:
+        if isinstance(action.value, bool) or not isinstance(action.value, (int, float)):
+            raise PermanentActuatorError(f"replicas must be a number, got {action.value!r}")
+        n = int(action.value)
+        if not front.set_replicas(n):
+            return ApplyResult(action.id, ApplyStatus.ALREADY_APPLIED)
+        return ApplyResult(action.id, ApplyStatus.APPLIED, f"{action.slice}: {n} replicas (cold start follows)")
+
+    def _cap(self, action: Action, reg: Registry) -> ApplyResult:
         if isinstance(action.value, bool) or not isinstance(action.value, (int, float)) or action.value <= 0:
             raise PermanentActuatorError(f"a cap is a positive bit rate, got {action.value!r}")
         cap = float(action.value)
         current = self._cap_of(reg, action.slice)
         if current is not None and abs(current - cap) <= 1.0:
             return ApplyResult(action.id, ApplyStatus.ALREADY_APPLIED)
-        argv = [
-            sys.executable,
-            "-m",
-            "inferslice.cli",
-            "testbed",
-            "cap",
-            action.slice,
-            str(round(cap)),
-            "--state-dir",
-            str(self.state_dir),
-        ]
         try:
-            done = self.runner(argv)
-        except (OSError, subprocess.TimeoutExpired) as err:
-            raise RetryableActuatorError(f"inferslice testbed cap: {err}") from None
-        if done.returncode != 0:
-            text = (done.stderr or done.stdout or "").strip()[-300:]
-            kind = PermanentActuatorError if "unknown tier" in text or "root" in text else RetryableActuatorError
-            raise kind(f"inferslice testbed cap {action.slice} {cap:g}: exit {done.returncode}: {text}")
+            self.set_cap(action.slice, round(cap), self.state_dir)
+        except (KeyError, ValueError) as err:  # an unknown tier, a bad rate: the action is wrong
+            raise PermanentActuatorError(f"cap {action.slice} {cap:g}: {err}") from None
+        except OSError as err:  # netlink busy, the state file mid-write: the same cap may succeed next step
+            raise RetryableActuatorError(f"cap {action.slice} {cap:g}: {err}") from None
         return ApplyResult(action.id, ApplyStatus.APPLIED, f"{action.slice}: receive cap {cap / 1e6:g} Mbit/s")
 
-    def _relocate(self, action: Action, admin_url: str) -> ApplyResult:
+    def _relocate(self, action: Action, front: FrontClient) -> ApplyResult:
         dest = action.value
         if not isinstance(dest, str) or not dest or not action.replica:
             raise PermanentActuatorError(
@@ -162,9 +141,9 @@ class TestbedActuator:
         if gpu_text and not (gpu_text.startswith("gpu") and gpu_text[3:].isdigit()):
             raise PermanentActuatorError(f"relocate destination {dest!r} is not pop or pop/gpuN")
         gpu = int(gpu_text[3:]) if gpu_text else 0
-        move = self._call("GET", f"{admin_url}/admin/moves/{quote(action.id, safe='')}", missing_ok=True)
-        if not move:  # not started yet (the front answers 404 for an unknown replica: permanent)
-            move = self._call("POST", f"{admin_url}/admin/moves", {"id": action.id, "replica": action.replica, "pop": pop, "gpu": gpu})
+        move = front.move(action.id)
+        if move is None:  # not started yet (the front answers 404 for an unknown replica: permanent)
+            move = front.start_move(action.id, action.replica, pop, gpu)
             return ApplyResult(
                 action.id,
                 ApplyStatus.IN_PROGRESS,
@@ -180,3 +159,16 @@ class TestbedActuator:
         if phase == "failed":
             raise PermanentActuatorError(f"relocate {action.replica} to {dest}: {move.get('detail')}")
         return ApplyResult(action.id, ApplyStatus.IN_PROGRESS, f"{action.replica} -> {move.get('dest')}: {phase}")
+
+
+@contextmanager
+def _typed(what: str) -> Iterator[None]:
+    """Turn the testbed's own errors (the vocabulary's two kinds) into the actuator's two kinds."""
+    try:
+        yield
+    except (RetryableActuatorError, PermanentActuatorError):
+        raise
+    except RetryableError as err:
+        raise RetryableActuatorError(f"{what}: {err}") from None
+    except PermanentError as err:  # NotPrivilegedError (not root) included: no retry makes us root
+        raise PermanentActuatorError(f"{what}: {err}") from None

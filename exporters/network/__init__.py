@@ -6,7 +6,9 @@ Sources (each reports ``inferslice_source_up{source}`` through ``GuardedCollecto
 - ``network_htb``: HTB classes, batched RTM_GETTCLASS gets (one datagram per ~128 classes); the cap is the
   class's ceil (the rate it can never exceed; ``rate`` is only its guarantee);
 - ``network_ovs``: Open vSwitch, one OVSDB JSON-RPC transact per scrape (``ovs.py``);
-- ``network_probe``: active UDP RTT probes between PoPs on a background thread (``prober.py``).
+- ``network_probe``: active UDP RTT probes between PoPs on a background thread (``prober.py``);
+- ``network_path``: with a registry, which WAN links each slice's replicas reach the gateway over
+  (``inferslice_slice_wan_path_rtt_seconds``, ``path.py``).
 
 Config section (``collectors_from_config(section, topology, registry_path)``), every key optional::
 

@@ -17,9 +17,10 @@ from .kube import pod_items, port_maps_from_pods
 from .mapping import DIRECTIONS, SHARED_SLICE, HtbMap, InterfaceMap, KernelMaps, OvsMaps, OvsPortMap, RegistryMaps, TunnelMap, check_unique
 from .netlink import parse_classid
 from .ovs import DEFAULT_SOCKET, OvsdbConnection, OvsSource
+from .path import WanPathSource
 from .prober import DEFAULT_BUCKETS_S, ProbeTarget, RttProber
 
-Source = KernelLinkSource | HtbSource | OvsSource | RttProber
+Source = KernelLinkSource | HtbSource | OvsSource | RttProber | WanPathSource
 _TOP_KEYS = {"registry", "interfaces", "htb", "ovs", "probe"}
 
 
@@ -104,13 +105,14 @@ def parse_kernel_maps(section: Mapping[str, Any], names: _Names, field: str = "n
     for i, raw in enumerate(_list(section.get("interfaces"), f"{field}.interfaces")):
         where = f"{field}.interfaces[{i}]"
         d = _mapping(raw, where)
-        _keys(d, {"ifname", "netns", "slice", "pop", "link", "peer_pop", "invert"}, where)
+        _keys(d, {"ifname", "netns", "slice", "pop", "link", "peer_pop", "invert", "capacity_bps"}, where)
         ifname = _str(d, "ifname", where)
         if len(ifname) > 15:
             raise ConfigError("interface names have at most 15 characters", f"{where}.ifname")
         peer = names.pop(d, where, "peer_pop") if d.get("peer_pop") is not None else None
         interfaces.append(InterfaceMap(ifname, names.slice(d, where), names.pop(d, where), _str(d, "link", where, ifname),
-                                       _opt_str(d, "netns", where), peer, _bool(d, "invert", where, False)))
+                                       _opt_str(d, "netns", where), peer, _bool(d, "invert", where, False),
+                                       _num(d, "capacity_bps", where, 0.0) if d.get("capacity_bps") is not None else None))
     htb = []
     for i, raw in enumerate(_list(section.get("htb"), f"{field}.htb")):
         where = f"{field}.htb[{i}]"
@@ -208,6 +210,8 @@ def collectors_from_config(section: dict[str, Any], topology: Topology | None, r
         sources.append(KernelLinkSource(kernel_maps))
     if use_registry or static.htb:
         sources.append(HtbSource(kernel_maps))
+    if use_registry and registry_path is not None:
+        sources.append(WanPathSource(registry_path))  # routes from the registry's own topology file
     if section.get("ovs") is not None:
         ovs = _mapping(section.get("ovs"), "network.ovs")
         _keys(ovs, {"socket", "pop", "ports", "tunnels", "pods_file", "subnets", "nodes"}, "network.ovs")

@@ -168,6 +168,7 @@ class KernelLinkSource:
         fams = _LinkFamilies.new()
         tun_rx = RowFamily(mn.TUNNEL_RECEIVE_BYTES, "Bytes received from the peer PoP by tunnel", "counter", TUNNEL_LABELS)
         tun_tx = RowFamily(mn.TUNNEL_TRANSMIT_BYTES, "Bytes sent to the peer PoP over the tunnel", "counter", TUNNEL_LABELS)
+        capacity = RowFamily(mn.LINK_CAPACITY_BPS, "Physical rate of the link in bit/s (declared; no cap binding)", "gauge", LINK_LABELS)
         groups = _group_by_netns(interfaces)
         ok = 0
         errors: dict[str | None, str] = {}
@@ -190,6 +191,8 @@ class KernelLinkSource:
                     rxd, txd = (s.tx_dropped, s.rx_dropped) if e.invert else (s.rx_dropped, s.tx_dropped)
                     rxe, txe = (s.tx_errors, s.rx_errors) if e.invert else (s.rx_errors, s.tx_errors)
                     labels = (e.slice, e.pop, e.link)
+                    if e.capacity_bps is not None:
+                        capacity.add(labels, e.capacity_bps)
                     fams.rx_bytes.add(labels, rx)
                     fams.tx_bytes.add(labels, tx)
                     fams.rx_packets.add(labels, rxp)
@@ -207,7 +210,7 @@ class KernelLinkSource:
             raise SourceUnavailable("; ".join(f"{ns or '(own)'}: {msg}" for ns, msg in errors.items()))
         for ns, msg in errors.items():
             log.debug("netns %s unreadable: %s", ns, msg)
-        return iter([*fams.all(), tun_rx, tun_tx])
+        return iter([*fams.all(), tun_rx, tun_tx, capacity])
 
 
 def _read_classes(reader: NamespaceReader, group: list[HtbMap]) -> dict[tuple[str, int], HtbClassStats]:

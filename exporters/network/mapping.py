@@ -36,6 +36,7 @@ class InterfaceMap:
     netns: str | None = None  # None: the exporter's own namespace
     peer_pop: str | None = None
     invert: bool = False
+    capacity_bps: float | None = None  # the interface's physical rate, where declared (exported as a gauge)
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ def maps_from_links(links: Sequence[LinkEntry]) -> KernelMaps:
                 raise ParseError(f"registry links[{i}].direction: {direction!r} is not receive|transmit")
             htb.append(HtbMap(lk.ifname, classid, slice_, lk.pop, lk.name, direction, lk.netns))
         else:
-            interfaces.append(InterfaceMap(lk.ifname, slice_, lk.pop, lk.name, lk.netns, lk.peer_pop))
+            interfaces.append(InterfaceMap(lk.ifname, slice_, lk.pop, lk.name, lk.netns, lk.peer_pop, capacity_bps=lk.capacity_bps))
     return KernelMaps(tuple(interfaces), tuple(htb))
 
 

@@ -21,26 +21,30 @@ from pathlib import Path
 from typing import Any
 
 from inferslice.common.files import atomic_write_json
+from inferslice.common.processes import absolute
 from inferslice.common.registry import (
     DEFAULT_STATE_DIR,
     REGISTRY_FILE,
     FrontEntry,
     LinkEntry,
     Registry,
+    registry_from_json,
     write_registry,
 )
 from inferslice.errors import NotPrivilegedError, PermanentError
 from inferslice.testbed.addressing import AddressPlan
-from inferslice.testbed.net import kernel, procs
+from inferslice.testbed.net import delayline, kernel, procs
 from inferslice.testbed.net.htb import DIRECTIONS, HtbClassStats
 from inferslice.testbed.net.plan import DEFAULT_PREFIX, EDGE_RATE_BPS, NetPlan, check_prefix, net_plan
 from inferslice.topology import Topology, default_topology_path, load_topology
 
 STATE_FILE = "net-state.json"
 DELAYLINE = "delayline"
+DELAYLINE_SOCKET = "delayline.sock"  # in the state dir: the delay line's control socket (live delay changes)
 EXPORTER = "exporter"
 EXPORTER_PORT = 9470  # the exporter's default port; loopback only
 TUN_WAIT_S = 10.0  # the delay line is up in well under a second; allow for a loaded machine
+UNIX_PATH_MAX = 107  # sun_path holds 108 bytes with the terminating NUL
 READY_TIMEOUT_S = 60.0  # engine hosts and fronts import heavy modules on 2 shared cores
 HEALTH_POLL_S = 0.2
 
@@ -126,13 +130,20 @@ def _read_state(state_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def delayline_socket(state_dir: Path) -> Path:
+    path = absolute(Path(state_dir)) / DELAYLINE_SOCKET
+    if len(str(path)) > UNIX_PATH_MAX:
+        raise PermanentError(f"state directory path too long for the delay line's control socket ({path}): use a shorter --state-dir")
+    return path
+
+
 def require_root() -> None:
     if os.geteuid() != 0:
         raise NotPrivilegedError("the netns testbed needs root (network namespaces, TUN devices, qdiscs); run it with sudo")
 
 
 # -- registry ------------------------------------------------------------------------------------
-def _links(plan: NetPlan, caps: dict[str, dict[str, float | None]]) -> list[LinkEntry]:
+def _links(plan: NetPlan, caps: dict[str, dict[str, float | None]], wan: dict[str, dict[str, Any]] | None = None) -> list[LinkEntry]:
     out: list[LinkEntry] = []
     for t in plan.tiers:
         for direction in DIRECTIONS:
@@ -152,8 +163,11 @@ def _links(plan: NetPlan, caps: dict[str, dict[str, float | None]]) -> list[Link
                 )
             )
     for w in plan.wan:
+        now = (wan or {}).get(w.name, {})
+        rtt, capacity = now.get("rtt_s", w.rtt_s), now.get("capacity_bps", w.rate_bps)
         for pop, peer, ns in ((w.a, w.b, w.ns_a), (w.b, w.a, w.ns_b)):
-            out.append(LinkEntry(name=f"wan-{pop}-{peer}", kind="wan", netns=ns, ifname=w.ifname, pop=pop, peer_pop=peer, rtt_s=w.rtt_s))
+            out.append(LinkEntry(name=f"wan-{pop}-{peer}", kind="wan", netns=ns, ifname=w.ifname, pop=pop, peer_pop=peer,
+                                 rtt_s=rtt, capacity_bps=capacity))  # fmt: skip
     for pop in plan.pops:
         for t in plan.tiers:
             out.append(
@@ -268,9 +282,12 @@ def up(
         pids: dict[str, int] = {}
         # The WAN links and the client edge are TUN pairs joined by the delay line. It runs inside the
         # gateway namespace so that `down` finds it by namespace even without PID files.
-        links = [f"--link={a},{b},{ifname},{rtt!r}" for a, b, ifname, rtt in plan.delay_links]
+        # A WAN link with a physical rate is serialised at it by the delay line, through its buffer.
+        links = [f"--link={delayline.format_link(w.ns_a, w.ns_b, w.ifname, w.rtt_s, w.rate_bps, w.buffer_s)}" for w in plan.wan]
+        links.append(f"--link={delayline.format_link(*plan.edge_link)}")
+        control = ["--control", str(delayline_socket(state_dir))]
         pids[DELAYLINE] = procs.spawn(
-            DELAYLINE, [sys.executable, "-m", "inferslice.testbed.net.delayline", *links], state_dir, netns=plan.gateway_netns
+            DELAYLINE, [sys.executable, "-m", "inferslice.testbed.net.delayline", *links, *control], state_dir, netns=plan.gateway_netns
         )
         dl = procs.PidFile(DELAYLINE, pids[DELAYLINE], None)
         try:
@@ -373,7 +390,7 @@ def status(state_dir: Path = DEFAULT_STATE_DIR, *, prefix: str | None = None) ->
 
 
 # -- caps and counters ---------------------------------------------------------------------------
-def _plan_from_state(state_dir: Path) -> tuple[NetPlan, dict[str, Any]]:
+def plan_from_state(state_dir: Path) -> tuple[NetPlan, dict[str, Any]]:
     state = _read_state(state_dir)
     if not state:
         raise PermanentError(f"no testbed state in {state_dir} (is the testbed up?)")
@@ -388,27 +405,37 @@ def set_cap(tier: str, cap_bps: float | None, direction: str = "receive", state_
     if cap_bps is not None and cap_bps <= 0:
         raise ValueError("cap_bps must be positive or None")
     state_dir = Path(state_dir)
-    plan, state = _plan_from_state(state_dir)
+    plan, state = plan_from_state(state_dir)
     t = plan.tier(tier)
     ns, ifname = plan.shaper(direction)
     kernel.set_class_rate(ns, ifname, t.classid_int, cap_bps if cap_bps is not None else EDGE_RATE_BPS, plan.edge_buffer_s)
     caps = state.setdefault("caps", {})
     caps.setdefault(tier, {})[direction] = cap_bps
     _write_state(state_dir, state)
+    def change(lk: LinkEntry) -> LinkEntry:
+        return dataclasses.replace(lk, cap_bps=cap_bps) if lk.kind == "access" and lk.tier == tier and lk.direction == direction else lk
+
+    update_registry_links(state_dir, change)
+
+
+def update_registry_links(state_dir: Path, change: Callable[[LinkEntry], LinkEntry]) -> None:
+    """Rewrite the registry's link entries through ``change`` (the registry is ours: it must stay
+    truthful about caps, rates and delays changed live); nothing to do without a registry."""
     try:
-        reg_text = (state_dir / REGISTRY_FILE).read_text()
+        reg_text = (Path(state_dir) / REGISTRY_FILE).read_text()
     except OSError:
         return
-    from inferslice.common.registry import registry_from_json  # the registry is ours: keep it truthful
-
     reg = registry_from_json(reg_text)
-    links = tuple(
-        LinkEntry(**{**asdict(lk), "cap_bps": cap_bps}) if lk.kind == "access" and lk.tier == tier and lk.direction == direction else lk
-        for lk in reg.links
-    )
-    write_registry(
-        Registry(**{**{f: getattr(reg, f) for f in reg.__dataclass_fields__}, "links": links, "updated_s": time.time()}), state_dir
-    )
+    write_registry(dataclasses.replace(reg, links=tuple(change(lk) for lk in reg.links), updated_s=time.time()), state_dir)
+
+
+def read_state(state_dir: Path) -> dict[str, Any] | None:
+    """The testbed's state file (prefix, topology, caps, WAN changes), None when there is none."""
+    return _read_state(Path(state_dir))
+
+
+def write_state(state_dir: Path, data: dict[str, Any]) -> None:
+    _write_state(Path(state_dir), data)
 
 
 @dataclass(frozen=True)
@@ -425,7 +452,7 @@ class EdgeCounters:
 def edge_counters(state_dir: Path = DEFAULT_STATE_DIR, plan: NetPlan | None = None) -> dict[str, EdgeCounters]:
     """Per-tier receive/transmit counters of the client edge, read from the kernel's HTB classes."""
     if plan is None:
-        plan, _ = _plan_from_state(Path(state_dir))
+        plan, _ = plan_from_state(Path(state_dir))
     rx = kernel.read_edge_classes(*plan.shaper("receive"))
     tx = kernel.read_edge_classes(*plan.shaper("transmit"))
     out: dict[str, EdgeCounters] = {}

@@ -8,7 +8,6 @@ them, so they use short fixed names.
 
 from __future__ import annotations
 
-import heapq
 import ipaddress
 from dataclasses import dataclass
 
@@ -47,10 +46,23 @@ class WanLink:
     ip_a: str
     ip_b: str
     rtt_s: float
+    rate_bps: float | None = None  # the link's physical rate (topology capacity_bps): the delay line serialises at it
+    buffer_s: float = 0.05  # the link's drop-tail buffer per direction, in seconds at the rate
 
     @property
     def name(self) -> str:
         return f"wan-{self.a}-{self.b}"
+
+    def end(self, pop: str) -> tuple[str, str]:
+        """(namespace, own underlay address) of the link's end at ``pop``."""
+        if pop == self.a:
+            return self.ns_a, self.ip_a
+        if pop == self.b:
+            return self.ns_b, self.ip_b
+        raise KeyError(f"{pop} is not an end of {self.name}")
+
+    def other(self, pop: str) -> str:
+        return self.b if pop == self.a else self.a
 
 
 @dataclass(frozen=True)
@@ -130,6 +142,14 @@ class NetPlan:
     def mgmt_host_if(self) -> str:
         return f"{self.prefix}mgmt"
 
+    def wan_link(self, name: str) -> WanLink:
+        """A WAN link by ``wan-a-b``, ``a-b`` or ``b-a`` (the ends in either order)."""
+        bare = name.removeprefix("wan-")
+        for w in self.wan:
+            if bare in (f"{w.a}-{w.b}", f"{w.b}-{w.a}"):
+                return w
+        raise KeyError(f"no WAN link {name!r} (have {', '.join(f'{w.a}-{w.b}' for w in self.wan)})")
+
     def tier(self, name: str) -> TierNet:
         for t in self.tiers:
             if t.name == name:
@@ -145,32 +165,6 @@ class NetPlan:
 def bridge_name(tier: str, index: int) -> str:
     name = f"t-{tier}"
     return name if len(name) <= IFNAMSIZ_MAX else f"t-{index}"
-
-
-def _next_hops(top: Topology) -> dict[str, dict[str, str]]:
-    """For every PoP, the neighbour on the lowest-RTT path to each other PoP (Dijkstra)."""
-    adj: dict[str, list[tuple[float, str]]] = {p.name: [] for p in top.pops}
-    for link in top.links:
-        adj[link.a].append((link.rtt_s, link.b))
-        adj[link.b].append((link.rtt_s, link.a))
-    hops: dict[str, dict[str, str]] = {}
-    for src in adj:
-        dist = {src: 0.0}
-        first: dict[str, str] = {}
-        heap: list[tuple[float, str, str]] = [(0.0, src, "")]
-        while heap:
-            d, node, via = heapq.heappop(heap)
-            if d > dist.get(node, float("inf")):
-                continue
-            if node != src and node not in first:
-                first[node] = via
-            for w, nxt in sorted(adj[node]):
-                nd = d + w
-                if nd < dist.get(nxt, float("inf")):
-                    dist[nxt] = nd
-                    heapq.heappush(heap, (nd, nxt, via or nxt))
-        hops[src] = first
-    return hops
 
 
 def net_plan(top: Topology, prefix: str = DEFAULT_PREFIX) -> NetPlan:
@@ -193,6 +187,8 @@ def net_plan(top: Topology, prefix: str = DEFAULT_PREFIX) -> NetPlan:
                 ip_a=str(ipaddress.IPv4Address(net + 1)),
                 ip_b=str(ipaddress.IPv4Address(net + 2)),
                 rtt_s=link.rtt_s,
+                rate_bps=link.capacity_bps,
+                buffer_s=link.buffer_ms / 1000.0,
             )
         )
 
@@ -205,7 +201,7 @@ def net_plan(top: Topology, prefix: str = DEFAULT_PREFIX) -> NetPlan:
                 return Route("", w.ip_a, w.ifname)
         raise KeyError(f"no link {src}-{dst}")
 
-    hops = _next_hops(top)
+    hops = top.next_hops()
     gateway = top.client.gateway
     routes: dict[str, tuple[Route, ...]] = {}
     for src in pops:

@@ -1,9 +1,11 @@
-"""A slowed WAN path (``wan_rtt_excess_s``) is the network's, not a queue's or the GPU's.
+"""A slowed or full WAN link (``wan_rtt_s`` over ``wan_base_rtt_s``, ``wan_rx_bps`` of
+``wan_capacity_bps``) is the network's, not a queue's or the GPU's.
 
 Operating points written from the brief's unconstrained tier (REF in test_attribution) and the
-control benchmark's two WAN causes: an added delay (+0.5 s round trip: every first chunk late, TPOT
-unchanged, nothing waiting) and cross-traffic filling the link (its buffer adds ~0.1 s, the streams
-behind it are paced: TPOT x4). The client edge is uncapped and far from its physical rate."""
+control benchmark's two WAN causes on the 9 ms bristol-london link: an added delay (+0.45 s round
+trip: every first chunk late, TPOT unchanged, nothing waiting, the link nearly idle) and
+cross-traffic filling it (27.9 Mbit/s delivered of 27.9, its 50 ms buffer full: RTT 56 ms; the
+streams behind it are paced: TPOT x4). The client edge is uncapped and far from its physical rate."""
 
 from __future__ import annotations
 
@@ -28,8 +30,12 @@ def congested(**kw: Any) -> Any:
                     "output_tokens_per_s": 120.0, **kw})  # fmt: skip
 
 
+DELAY = dict(wan_rtt_s=0.459, wan_base_rtt_s=0.009, wan_rx_bps=1e6, wan_capacity_bps=27.9e6)
+FULL = dict(wan_rtt_s=0.056, wan_base_rtt_s=0.009, wan_rx_bps=27.9e6, wan_capacity_bps=27.9e6)
+
+
 def test_a_delay_step_on_the_wan_is_network_limited_not_a_queue() -> None:
-    d = classify(delayed(wan_rtt_excess_s=0.5))
+    d = classify(delayed(**DELAY))
     assert d.regime is Regime.NETWORK_LIMITED and d.confidence >= 0.6
     assert d.attribution is not None and d.attribution.fraction("network") > 0.9
     ev = {e.signal: e for e in d.evidence}
@@ -39,20 +45,25 @@ def test_a_delay_step_on_the_wan_is_network_limited_not_a_queue() -> None:
 
 
 def test_cross_traffic_on_the_wan_is_network_limited_not_compute() -> None:
-    d = classify(congested(wan_rtt_excess_s=0.1))
+    d = classify(congested(**FULL))
     assert d.regime is Regime.NETWORK_LIMITED
+    ev = {e.signal: e for e in d.evidence}
+    assert ev["wan_utilization"].crossed and ev["wan_rtt_excess_s"].crossed
+    # Full without queueing delay (a link shaped without a buffer) binds by its utilisation alone.
+    assert classify(congested(**{**FULL, "wan_rtt_s": 0.009})).regime is Regime.NETWORK_LIMITED
     assert classify(congested()).regime is Regime.COMPUTE_LIMITED  # TPOT up on a free edge at full GPU share
 
 
 def test_a_path_as_configured_changes_no_verdict() -> None:
     for snap in (delayed(), congested(), point(ttft_p50_s=0.06, ttft_p99_s=0.1, tpot_p50_s=0.025, tpot_p99_s=0.034, **EDGE)):
-        for excess in (0.0, 0.02):  # within probe jitter: below the binding threshold
-            a, b = classify(snap), classify(dataclasses.replace(snap, wan_rtt_excess_s=excess))
+        for rtt in (0.005, 0.009, 0.029):  # faster than declared, as declared, within probe jitter of it
+            quiet = dataclasses.replace(snap, wan_rtt_s=rtt, wan_base_rtt_s=0.009, wan_rx_bps=2e6, wan_capacity_bps=27.9e6)
+            a, b = classify(snap), classify(quiet)
             assert (a.regime, a.secondary, a.confidence) == (b.regime, b.secondary, b.confidence)
 
 
 def test_a_capped_edge_stays_the_edges_with_a_slowed_path_beside_it() -> None:
-    d = classify(congested(link_rx_bps=0.46 * MBPS, link_cap_bps=0.5 * MBPS, wan_rtt_excess_s=0.1))
+    d = classify(congested(link_rx_bps=0.46 * MBPS, link_cap_bps=0.5 * MBPS, **FULL))
     assert d.regime is Regime.NETWORK_LIMITED
     ev = {e.signal: e for e in d.evidence}
     assert ev["link_utilization"].crossed and ev["wan_rtt_excess_s"].crossed

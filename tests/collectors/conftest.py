@@ -189,6 +189,19 @@ def world(k: float, *, reset_free_tokens_at: float | None = None) -> dict[str, S
         key("inferslice_link_cap_bits_per_second", slice="free", pop="bristol", link="client-edge", direction="receive"): 5e5,
         key("inferslice_link_cap_bits_per_second", slice="free", pop="bristol", link="client-edge", direction="transmit"): 1e5,
         key("inferslice_link_cap_bits_per_second", slice="premium", pop="bristol", link="client-edge", direction="receive"): 1e10,
+        # WAN: premium's replicas reach the gateway (bristol) over london's and dublin's links; free's sit at bristol
+        key("inferslice_slice_wan_path_rtt_seconds", slice="premium", pop="bristol", peer_pop="london", link="wan-bristol-london"): 0.009,
+        key("inferslice_slice_wan_path_rtt_seconds", slice="premium", pop="bristol", peer_pop="dublin", link="wan-bristol-dublin"): 0.018,
+        key("inferslice_link_receive_bytes_total", slice="shared", pop="bristol", link="wan-bristol-london"): 1.25e6 * k,  # 1 Mbit/s
+        key("inferslice_link_receive_bytes_total", slice="shared", pop="bristol", link="wan-bristol-dublin"): 2.5e6 * k,  # 2 Mbit/s
+        key("inferslice_link_receive_bytes_total", slice="shared", pop="london", link="wan-london-bristol"): 9e6 * k,  # the other way
+        key("inferslice_link_capacity_bits_per_second", slice="shared", pop="bristol", link="wan-bristol-london"): 10e6,
+        key("inferslice_link_capacity_bits_per_second", slice="shared", pop="bristol", link="wan-bristol-dublin"): 4e6,
+        key("inferslice_link_capacity_bits_per_second", slice="shared", pop="london", link="wan-london-bristol"): 10e6,
+        key("inferslice_pop_rtt_seconds_sum", pop="bristol", peer_pop="london"): 0.2 * k,  # 20 ms mean: 11 ms over its 9
+        key("inferslice_pop_rtt_seconds_count", pop="bristol", peer_pop="london"): 10 * k,
+        key("inferslice_pop_rtt_seconds_sum", pop="bristol", peer_pop="dublin"): 0.19 * k,  # 19 ms: 1 ms over its 18
+        key("inferslice_pop_rtt_seconds_count", pop="bristol", peer_pop="dublin"): 10 * k,
     }
     gpu: Samples = {
         key("inferslice_gpu_utilization_ratio", pop="bristol", gpu="0"): 0.8,
@@ -230,6 +243,10 @@ EXPECTED: dict[str, dict[str, float | None]] = {
         "gpu_share": 1.0,
         "kv_cache_usage": 0.6,
         "preemptions_per_s": 0.0,
+        "wan_rx_bps": None,  # every replica at the gateway: no WAN on the path
+        "wan_capacity_bps": None,
+        "wan_rtt_s": None,
+        "wan_base_rtt_s": None,
     },
     "premium": {
         "ttft_p50_s": 0.1 * 100 / 160,
@@ -252,5 +269,9 @@ EXPECTED: dict[str, dict[str, float | None]] = {
         "gpu_share": 0.7,
         "kv_cache_usage": None,
         "preemptions_per_s": None,
+        "wan_rx_bps": 2e6,  # the fullest path link: dublin's at 0.5 of 4 Mbit/s (london's is at 0.1 of 10)
+        "wan_capacity_bps": 4e6,
+        "wan_rtt_s": 0.02,  # the link furthest over its declared RTT: london's, 20 ms against 9
+        "wan_base_rtt_s": 0.009,
     },
 }

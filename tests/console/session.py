@@ -12,7 +12,7 @@ from inferslice.control.guardrails import GuardState
 from inferslice.control.state import ControlEvent
 from inferslice.service.console.links import StaticLinks
 from inferslice.service.console.view import LinkSample
-from inferslice.service.control_audit import AuditLog, Decided
+from inferslice.service.controller.audit import AuditLog, Decided
 from inferslice.snapshot import snapshot_from_dict
 from inferslice.topology import Topology, load_topology
 

@@ -19,8 +19,8 @@ from fastapi import Depends
 from inferslice.bench.cdp import Browser, chromium_path
 from inferslice.service.app import create_app
 from inferslice.service.console.server import ThreadedServer
-from inferslice.service.control_api import mount_control
-from inferslice.service.control_audit import AuditLog
+from inferslice.service.controller.api import mount_control
+from inferslice.service.controller.audit import AuditLog
 from inferslice.service.http import BearerAuth
 from inferslice.service.store import Store
 

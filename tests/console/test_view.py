@@ -92,7 +92,9 @@ def test_links_carry_measurement_and_utilisation_only_against_a_declared_capacit
     assert links[("bristol", "london")]["rate_bps"] == 2e6
     assert links[("bristol", "london")]["measured_rtt_s"] == 0.0095
     assert links[("bristol", "london")]["latency_tier"] == "mid"
-    assert links[("bristol", "london")]["utilisation"] is None  # the testbed declares no WAN capacity
+    # against the physical rate the testbed declares (27.9 Mbit/s on bristol-london)
+    assert links[("bristol", "london")]["capacity_bps"] == 27.9e6
+    assert links[("bristol", "london")]["utilisation"] == 2e6 / 27.9e6
     assert links[("london", "dublin")]["rate_bps"] is None
 
 

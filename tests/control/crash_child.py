@@ -19,8 +19,8 @@ from fake_backend import FileActuator
 from inferslice.common.files import atomic_write_text
 from inferslice.control.settings import tier_policies
 from inferslice.diagnosis import Diagnosis, Regime
-from inferslice.service.control_audit import AuditLog
 from inferslice.service.controller import Controller, Mode
+from inferslice.service.controller.audit import AuditLog
 from inferslice.snapshot import SliceSnapshot
 from inferslice.topology import load_topology
 

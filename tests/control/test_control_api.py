@@ -11,8 +11,8 @@ from fastapi import Depends
 from inferslice.actions import Action, ActionKind
 from inferslice.control.guardrails import GuardState
 from inferslice.service.app import create_app
-from inferslice.service.control_api import mount_control
-from inferslice.service.control_audit import AuditLog, Decided
+from inferslice.service.controller.api import mount_control
+from inferslice.service.controller.audit import AuditLog, Decided
 from inferslice.service.http import BearerAuth
 from inferslice.service.store import Store
 from inferslice.topology import load_topology

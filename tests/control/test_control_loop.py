@@ -8,10 +8,10 @@ import httpx
 
 from inferslice.control.settings import tier_policies
 from inferslice.diagnosis import Attribution, Diagnosis, LatencyShare, Regime, SloState
-from inferslice.service.control_audit import AuditLog
-from inferslice.service.control_loop import ControlLoop
-from inferslice.service.control_source import diagnosis_from_dict
 from inferslice.service.controller import Controller, Mode
+from inferslice.service.controller.audit import AuditLog
+from inferslice.service.controller.loop import ControlLoop
+from inferslice.service.controller.source import diagnosis_from_dict
 from inferslice.snapshot import SliceSnapshot
 
 from .fake_backend import FileActuator

@@ -11,8 +11,8 @@ from inferslice.actions import Action
 from inferslice.control.actuators.base import ApplyResult, PermanentActuatorError, RetryableActuatorError
 from inferslice.control.settings import tier_policies
 from inferslice.diagnosis import Diagnosis, Regime
-from inferslice.service.control_audit import AuditLog, TransitionError
 from inferslice.service.controller import Controller, Mode
+from inferslice.service.controller.audit import AuditLog, TransitionError
 from inferslice.snapshot import SliceSnapshot
 
 from .fake_backend import FileActuator

@@ -1,12 +1,11 @@
 """The testbed actuator against a stand-in of the tier front's documented admin API (httpx mock
-transport) and a recorded cap command: idempotent by target, typed errors, no testbed imports."""
+transport, spoken through the front's one client) and a recorded cap call: idempotent by target,
+typed errors. The real cap path (``lifecycle.set_cap`` on HTB) runs in the demo and the testbed tests."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from inferslice.actions import Action, ActionKind
 from inferslice.common.registry import FrontEntry, LinkEntry, Registry, read_registry, write_registry
 from inferslice.control.actuators.base import Actuator, ApplyStatus, PermanentActuatorError, RetryableActuatorError
 from inferslice.control.actuators.testbed import TestbedActuator
+from inferslice.errors import NotPrivilegedError
 
 
 class FakeFront:
@@ -50,7 +50,7 @@ class FakeFront:
         return httpx.Response(404)
 
 
-def _setup(tmp_path: Path) -> tuple[TestbedActuator, FakeFront, list[list[str]]]:
+def _setup(tmp_path: Path) -> tuple[TestbedActuator, FakeFront, list[tuple[str, float, Path]]]:
     reg = Registry(
         topology_path="t.yaml",
         state_dir=str(tmp_path),
@@ -63,17 +63,16 @@ def _setup(tmp_path: Path) -> tuple[TestbedActuator, FakeFront, list[list[str]]]
     )
     write_registry(reg, tmp_path)
     front = FakeFront("premium", 6)
-    calls: list[list[str]] = []
+    calls: list[tuple[str, float, Path]] = []
 
-    def runner(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-        calls.append(list(argv))
-        # the real command changes the HTB class and rewrites the registry's cap: do the latter
-        r = read_registry(tmp_path)
-        links = tuple(dataclasses.replace(lk, cap_bps=float(argv[6])) for lk in r.links)
-        write_registry(dataclasses.replace(r, links=links), tmp_path)
-        return subprocess.CompletedProcess(list(argv), 0, "", "")
+    def set_cap(tier: str, cap_bps: float, state_dir: Path) -> None:
+        calls.append((tier, cap_bps, state_dir))
+        # lifecycle.set_cap changes the HTB class and rewrites the registry's cap: do the latter
+        r = read_registry(state_dir)
+        links = tuple(dataclasses.replace(lk, cap_bps=cap_bps) for lk in r.links)
+        write_registry(dataclasses.replace(r, links=links), state_dir)
 
-    act = TestbedActuator(tmp_path, runner=runner, client=httpx.Client(transport=httpx.MockTransport(front)))
+    act = TestbedActuator(tmp_path, set_cap=set_cap, client=httpx.Client(transport=httpx.MockTransport(front)))
     return act, front, calls
 
 
@@ -88,12 +87,43 @@ def test_replicas_through_the_admin_api_idempotently(tmp_path: Path) -> None:
     assert (obs.replicas_target, obs.replicas_ready, obs.cap_bps, obs.externally_controlled) == (4, 4, 5e5, True)
 
 
-def test_cap_through_the_testbed_command_idempotently(tmp_path: Path) -> None:
+def test_cap_through_the_testbed_library_idempotently(tmp_path: Path) -> None:
     act, _, calls = _setup(tmp_path)
     a = Action(ActionKind.SET_CAP, "premium", 1.2e6, id="premium-2-set_cap")
     assert act.apply(a).status is ApplyStatus.APPLIED
-    assert calls[0][2:] == ["inferslice.cli", "testbed", "cap", "premium", "1200000", "--state-dir", str(tmp_path)]
+    assert calls == [("premium", 1200000, tmp_path)]
     assert act.apply(a).status is ApplyStatus.ALREADY_APPLIED and len(calls) == 1
+
+
+def test_cap_errors_are_typed(tmp_path: Path) -> None:
+    act, _, _ = _setup(tmp_path)
+
+    def not_root(tier: str, cap_bps: float, state_dir: Path) -> None:
+        raise NotPrivilegedError("changing a cap needs root")
+
+    def busy(tier: str, cap_bps: float, state_dir: Path) -> None:
+        raise OSError(16, "Device or resource busy")
+
+    act.set_cap = not_root
+    with pytest.raises(PermanentActuatorError, match="root"):
+        act.apply(Action(ActionKind.SET_CAP, "premium", 2e6, id="c-1"))
+    act.set_cap = busy
+    with pytest.raises(RetryableActuatorError):
+        act.apply(Action(ActionKind.SET_CAP, "premium", 2e6, id="c-1"))
+
+
+def test_an_unanswering_or_conflicting_front_is_retryable(tmp_path: Path) -> None:
+    act, _, _ = _setup(tmp_path)
+
+    def refused(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    act.client = httpx.Client(transport=httpx.MockTransport(refused))
+    with pytest.raises(RetryableActuatorError):
+        act.observe()
+    act.client = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(409, json={"error": "already moving"})))
+    with pytest.raises(RetryableActuatorError):
+        act.apply(Action(ActionKind.RELOCATE, "premium", "london/gpu1", id="m-1", replica="premium-0"))
 
 
 def test_errors_are_typed(tmp_path: Path) -> None:

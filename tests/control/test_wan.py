@@ -22,7 +22,9 @@ P = POLICIES["standard"]
 def _wan(ss: SliceState, excess: float = 0.5, paths: dict[str, float] | None = None) -> SliceState:
     from inferslice.snapshot import SliceSnapshot
 
-    snap = SliceSnapshot("standard", request_rate=1.6, link_rx_bps=0.6e6, requests_waiting=0.0, wan_rtt_excess_s=excess)
+    snap = SliceSnapshot(
+        "standard", request_rate=1.6, link_rx_bps=0.6e6, requests_waiting=0.0, wan_rtt_s=0.009 + excess, wan_base_rtt_s=0.009
+    )
     return replace(ss, snapshot=snap, path_excess_s=paths if paths is not None else {"bristol": 0.0, "london": excess, "dublin": 0.0})
 
 

@@ -72,6 +72,7 @@ def server(topology: Topology) -> Iterator[apiserver.StandIn]:
     with apiserver.serve(TOKEN) as srv:
         seed(srv.store, topology)
         srv.store.calls.clear()
+        srv.store.writes.clear()
         yield srv
 
 
@@ -82,6 +83,7 @@ def api_client(url: str, token: str = TOKEN) -> Any:
     cfg.host = url
     cfg.api_key = {"BearerToken": token}
     cfg.api_key_prefix = {"BearerToken": "Bearer"}
+    cfg.retries = False  # as `inferslice control` configures it: a request timeout is the whole wait
     return client.ApiClient(cfg)
 
 

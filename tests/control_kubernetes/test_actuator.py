@@ -9,7 +9,8 @@ import yaml
 
 from inferslice.actions import Action, ActionKind
 from inferslice.control.actuators.base import Actuator, ApplyStatus, PermanentActuatorError, RetryableActuatorError
-from inferslice.control.actuators.kubernetes import KubernetesActuator, distribute
+from inferslice.control.actuators.kubernetes import FENCE_ANNOTATION, KubernetesActuator, distribute, fence_of
+from inferslice.control.actuators.kubernetes_lease import Deposed, FencingToken, NotLeader
 from inferslice.deploy import apiserver, rbac, serve_config
 from inferslice.deploy.apiserver import Call
 from inferslice.topology import Topology
@@ -189,3 +190,66 @@ def test_the_actuator_uses_exactly_the_controller_permissions_for_tiers(server: 
     }
     assert used == declared, f"unused grants: {declared - used}; calls without a grant: {used - declared}"
     assert ns
+
+
+def test_one_concurrent_write_is_absorbed_by_a_re_read(server: apiserver.StandIn, api: Any, topology: Topology) -> None:
+    """A 409 (the object moved on) is re-read and recomputed, as client-go's RetryOnConflict does."""
+    act = KubernetesActuator(topology, api)
+    ns = _ns(topology, "standard")
+    res = apiserver._resource("ray.io", "v1", "rayservices")
+    real_get = act._get
+    touched = []
+
+    def get_then_touch_once(plural: str, namespace: str, name: str) -> dict[str, Any]:
+        obj = real_get(plural, namespace, name)
+        if plural == "rayservices" and not touched:
+            touched.append(1)
+            fresh = server.store.get(res, ns, "standard")
+            fresh["metadata"].setdefault("labels", {})["touched"] = "yes"
+            server.store.write(res, ns, "standard", fresh, False, None)
+        return obj
+
+    act._get = get_then_touch_once  # type: ignore[method-assign]
+    assert act.apply(Action(ActionKind.SET_REPLICAS, "standard", 3, id="c")).status == ApplyStatus.APPLIED
+    assert [c.code for c in server.store.calls if c.verb == "patch" and c.resource == "rayservices"] == [409, 200]
+    assert _get(server, "rayservices", ns, "standard")["metadata"]["labels"]["touched"] == "yes", "the other write is kept"
+
+
+class _Term:
+    """A Leadership with a fixed token (or none), recording step-downs."""
+
+    def __init__(self, token: FencingToken | None) -> None:
+        self.token = token
+        self.stepped_down: list[str] = []
+
+    def check(self) -> FencingToken:
+        if self.token is None:
+            raise NotLeader("not leading")
+        return self.token
+
+    def step_down(self, reason: str) -> None:
+        self.stepped_down.append(reason)
+        self.token = None
+
+
+def test_every_write_carries_the_term_and_a_later_term_is_refused(server: apiserver.StandIn, api: Any, topology: Topology) -> None:
+    term_b = _Term(FencingToken(4, "controller-b"))
+    assert KubernetesActuator(topology, api, leadership=term_b).claim() == 2 * len(topology.tiers) + len(topology.tiers)
+    stamped = {(w.resource, w.name) for w in server.store.writes if fence_of(w.obj) == FencingToken(4, "controller-b")}
+    assert all(w.obj["metadata"]["annotations"][FENCE_ANNOTATION] == "4/controller-b" for w in server.store.writes)
+    assert {r for r, _ in stamped} == {"rayservices", "rayclusters", "pods"}
+    assert KubernetesActuator(topology, api, leadership=term_b).apply(Action(ActionKind.SET_REPLICAS, "premium", 3, id="b-1")).status == (
+        ApplyStatus.APPLIED
+    )
+    ns = _ns(topology, "premium")
+    assert fence_of(_get(server, "rayclusters", ns, cluster_name("premium"))) == FencingToken(4, "controller-b")
+    # controller-a still believes it leads term 3: it reads b's token and stops, writing nothing.
+    term_a = _Term(FencingToken(3, "controller-a"))
+    before = len(server.store.writes)
+    with pytest.raises(Deposed):
+        KubernetesActuator(topology, api, leadership=term_a).apply(Action(ActionKind.SET_REPLICAS, "premium", 5, id="a-9"))
+    assert term_a.stepped_down and len(server.store.writes) == before
+    # Not leading at all: nothing is written either.
+    with pytest.raises(NotLeader):
+        KubernetesActuator(topology, api, leadership=_Term(None)).apply(Action(ActionKind.SET_CAP, "free", 10e6, id="x"))
+    assert len(server.store.writes) == before

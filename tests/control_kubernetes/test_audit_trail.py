@@ -15,21 +15,21 @@ from inferslice.actions import Action
 from inferslice.control.actuators.base import ApplyResult, TierObservation
 from inferslice.control.actuators.kubernetes import KubernetesActuator
 from inferslice.control.actuators.kubernetes_audit import PhaseConflict, SliceActionStore
-from inferslice.control.actuators.kubernetes_lease import LeaseElector, LeaseSettings
+from inferslice.control.actuators.kubernetes_lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
 from inferslice.control.settings import tier_policies
 from inferslice.deploy import apiserver
 from inferslice.deploy import custom_resources as cr
 from inferslice.diagnosis import Diagnosis, Regime
-from inferslice.service.control_audit import TransitionError
-from inferslice.service.control_audit_cr import SliceActionAuditLog
 from inferslice.service.controller import Controller, Mode
+from inferslice.service.controller.audit import TransitionError
+from inferslice.service.controller.audit_cr import SliceActionAuditLog
 from inferslice.snapshot import SliceSnapshot
 from inferslice.topology import Topology
 
 from .conftest import TOKEN, api_client
 
 NS = "inferslice-system"
-SETTINGS = LeaseSettings(lease_duration_s=15, renew_deadline_s=10, retry_period_s=2)
+SETTINGS = LeaseSettings(lease_duration_s=15, renew_deadline_s=10, retry_period_s=2, request_timeout_s=3)
 
 
 class Crash(BaseException):
@@ -177,7 +177,8 @@ def test_failover_between_two_controllers_applies_nothing_twice(server: apiserve
     replicas = {}
     for identity in ("controller-a", "controller-b"):
         ctl = _controller(server, topology, identity, clock, Mode.AUTO, verdicts)
-        replicas[identity] = (LeaseElector(api_client(server.url), NS, identity, settings=SETTINGS), ctl)
+        lease = KubernetesLeaseClient(api_client(server.url), NS, "inferslice-controller")
+        replicas[identity] = (LeaseElector(lease, identity, SETTINGS, clock=lambda: clock["t"]), ctl)
     leading: dict[str, bool] = dict.fromkeys(replicas, False)
     dead: set[str] = set()
     both: list[float] = []
@@ -191,7 +192,7 @@ def test_failover_between_two_controllers_applies_nothing_twice(server: apiserve
         for identity, (elector, ctl) in replicas.items():
             if identity in dead:
                 continue
-            if not elector.tick(now):
+            if not elector.try_acquire_or_renew():
                 leading[identity] = False
                 continue
             try:
@@ -203,7 +204,7 @@ def test_failover_between_two_controllers_applies_nothing_twice(server: apiserve
                 dead.add(identity)
             if identity not in dead:
                 leaders.append(identity)
-        if sum(1 for i, (e, _) in replicas.items() if i not in dead and e.is_leader(now)) > 1:
+        if sum(1 for i, (e, _) in replicas.items() if i not in dead and e.is_leader()) > 1:
             both.append(now)
     assert both == []
     assert "controller-a" in dead and "controller-b" in leaders, leaders

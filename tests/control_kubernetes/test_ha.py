@@ -9,7 +9,7 @@ import pytest
 from inferslice.actions import Action, ActionKind
 from inferslice.control.actuators.kubernetes import KubernetesActuator
 from inferslice.control.actuators.kubernetes_audit import PhaseConflict, SliceActionStore, apply_recorded
-from inferslice.control.actuators.kubernetes_lease import LeaseElector, LeaseSettings
+from inferslice.control.actuators.kubernetes_lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
 from inferslice.deploy import apiserver, rbac
 from inferslice.deploy.custom_resources import Phase
 from inferslice.topology import Topology
@@ -17,37 +17,11 @@ from inferslice.topology import Topology
 from .conftest import api_client
 
 NS = "inferslice-system"
-SETTINGS = LeaseSettings(lease_duration_s=15, renew_deadline_s=10, retry_period_s=2)
+SETTINGS = LeaseSettings(lease_duration_s=15, renew_deadline_s=10, retry_period_s=2, request_timeout_s=3)
 
 
-def _elector(server: apiserver.StandIn, identity: str) -> LeaseElector:
-    return LeaseElector(api_client(server.url), NS, identity, settings=SETTINGS, wall_clock=lambda: 1_700_000_000.0)
-
-
-def test_one_leader_and_takeover_after_the_lease_duration(server: apiserver.StandIn) -> None:
-    a, b = _elector(server, "controller-a"), _elector(server, "controller-b")
-    assert a.tick(0.0) and not b.tick(0.0)
-    for t in range(2, 30, 2):
-        a.tick(float(t))
-        assert not b.tick(float(t)), "b must not lead while a renews"
-    # a dies at t=28; b takes over once the record has been still for a lease duration of b's clock.
-    leaders = []
-    for t in range(30, 60, 2):
-        if b.tick(float(t)):
-            leaders.append(t)
-    assert leaders and 28 + SETTINGS.lease_duration_s <= leaders[0] <= 28 + SETTINGS.lease_duration_s + 2 * SETTINGS.retry_period_s
-    # a comes back believing nothing: it sees b's fresh record and stays a follower.
-    assert not a.tick(float(leaders[0] + 1))
-    lease = server.store.get(apiserver._resource("coordination.k8s.io", "v1", "leases"), NS, "inferslice-controller")
-    assert lease["spec"]["holderIdentity"] == "controller-b" and lease["spec"]["leaseTransitions"] == 1
-
-
-def test_a_leader_that_cannot_renew_stops_acting_before_anyone_may_take_over(server: apiserver.StandIn) -> None:
-    a = _elector(server, "controller-a")
-    assert a.tick(0.0)
-    # no successful renew after t=0 (apiserver unreachable): a stops at the renew deadline, < the lease duration
-    assert a.is_leader(SETTINGS.renew_deadline_s - 0.1)
-    assert not a.is_leader(SETTINGS.renew_deadline_s)
+def _elector(client: Any, identity: str, clock: dict[str, float]) -> LeaseElector:
+    return LeaseElector(KubernetesLeaseClient(client, NS, "inferslice-controller"), identity, SETTINGS, clock=lambda: clock["t"])
 
 
 def _action(n: int, tier: str, replicas: int) -> Action:
@@ -69,9 +43,11 @@ def test_slice_actions_record_once_and_follow_the_phase_rules(server: apiserver.
 
 
 def test_no_action_is_applied_twice_across_a_failover(server: apiserver.StandIn, topology: Topology) -> None:
+    clock = {"t": 0.0}
+
     def replica(identity: str) -> tuple[LeaseElector, SliceActionStore, KubernetesActuator]:
         client = api_client(server.url)
-        return (LeaseElector(client, NS, identity, settings=SETTINGS), SliceActionStore(client, NS), KubernetesActuator(topology, client))
+        return (_elector(client, identity, clock), SliceActionStore(client, NS), KubernetesActuator(topology, client))
 
     a, b = replica("controller-a"), replica("controller-b")
     decisions = [_action(1, "premium", 3), _action(2, "standard", 2), _action(3, "premium", 4)]
@@ -79,7 +55,8 @@ def test_no_action_is_applied_twice_across_a_failover(server: apiserver.StandIn,
 
     def step(ctl: tuple[LeaseElector, SliceActionStore, KubernetesActuator], identity: str, now: float, todo: list[Action]) -> None:
         elector, store, act = ctl
-        if elector.tick(now):
+        clock["t"] = now
+        if elector.try_acquire_or_renew():
             for action in todo:
                 apply_recorded(store, act, action, identity, auto=True)
 
@@ -87,12 +64,14 @@ def test_no_action_is_applied_twice_across_a_failover(server: apiserver.StandIn,
     step(b, "controller-b", 0.0, decisions)  # follower: does nothing
     # a applies action 2 and dies before recording it as applied.
     elector_a, store_a, act_a = a
-    assert elector_a.tick(2.0)
+    clock["t"] = 2.0
+    assert elector_a.try_acquire_or_renew()
     store_a.record(decisions[1])
     act_a.apply(decisions[1])
     for t in range(2, 40, 2):
         now = float(t)
-        if elector_a.is_leader(now) and b[0].is_leader(now):
+        clock["t"] = now
+        if elector_a.is_leader() and b[0].is_leader():
             both.append(now)
         step(b, "controller-b", now, decisions)  # b decides the same actions; acts once it leads
     assert both == []
@@ -107,9 +86,11 @@ def test_no_action_is_applied_twice_across_a_failover(server: apiserver.StandIn,
 
 def test_controller_and_api_calls_are_exactly_their_platform_permissions(server: apiserver.StandIn) -> None:
     client = api_client(server.url)
-    elector, store = LeaseElector(client, NS, "c", settings=SETTINGS), SliceActionStore(client, NS)
-    elector.tick(0.0)
-    elector.tick(2.0)
+    clock = {"t": 0.0}
+    elector, store = _elector(client, "c", clock), SliceActionStore(client, NS)
+    elector.try_acquire_or_renew()
+    clock["t"] = 2.0
+    elector.try_acquire_or_renew()
     store.record(_action(1, "free", 1))
     store.record(_action(1, "free", 1))
     store.set_phase("act-1", Phase.APPROVED, by="op")

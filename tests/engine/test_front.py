@@ -17,6 +17,7 @@ from inferslice.testbed.addressing import AddressPlan
 from inferslice.testbed.engine.host import EngineHost
 from inferslice.testbed.serving import autoscale
 from inferslice.testbed.serving.front import TierFront
+from inferslice.testbed.serving.front_client import FrontClient, FrontRefused, FrontUnavailable
 from inferslice.testbed.serving.replicas import load_placement, placement_path
 from inferslice.testbed.serving.router import RouterCore
 from inferslice.topology import Topology
@@ -191,6 +192,33 @@ async def test_autoscale_up_after_delay_with_cold_start_then_down(bed: Bed) -> N
                 assert (await r.json())["mode"] == "fixed"
     finally:
         await front.stop(release_replicas=True)
+
+
+async def test_the_front_client_turns_autoscale_off_before_fixing_a_count(bed: Bed) -> None:
+    """The one admin client against the real front: the 409 rule handled, repeats change nothing,
+    refusals are permanent, an unknown move is None (the actuator, ops and the bench all use it)."""
+    front = await bed.front("premium")
+    client = FrontClient(bed.plan.front("premium").url)
+    try:
+        await wait_for(lambda: bool(front.state()["replicas"]))
+        st = await asyncio.to_thread(client.state)
+        assert not st.fixed and st.target == 1  # the front's own autoscaler owns the count: a bare PUT is a 409
+        assert await asyncio.to_thread(client.set_replicas, 2)
+        st = await asyncio.to_thread(client.state)
+        assert st.fixed and st.target == 2 and all(r.pop and r.state in ("starting", "ready") for r in st.replicas)
+        assert not await asyncio.to_thread(client.set_replicas, 2)  # already fixed at 2: nothing sent
+        with pytest.raises(FrontRefused) as err:
+            await asyncio.to_thread(client.set_replicas, 99)
+        assert err.value.status == 422
+        assert await asyncio.to_thread(client.move, "never-started") is None
+        with pytest.raises(FrontRefused):
+            await asyncio.to_thread(client.start_move, "m-1", "premium-9", "dublin", 1)
+        await asyncio.to_thread(client.set_autoscale, True)
+        assert not (await asyncio.to_thread(client.state)).fixed
+    finally:
+        await front.stop(release_replicas=True)
+    with pytest.raises(FrontUnavailable):
+        await asyncio.to_thread(client.state)  # nobody answers: retryable
 
 
 async def test_killed_replica_mid_stream_and_unreachable_replica_give_clean_errors(bed: Bed) -> None:

@@ -13,12 +13,19 @@ called and ``applied`` (with its outcome check armed) after; at start and on eve
 left ``approved``, ``applying`` or ``in_progress`` are applied again, which the actuator's
 idempotence by id turns into a no-op where the change already happened. Nothing decided is lost,
 nothing is applied twice.
+
+With ``leadership`` (the Lease elector, ``--backend kubernetes`` with two replicas) the Lease is
+re-checked at the start of every step, immediately before every action is applied and before every
+write the actuator and the trail make (``NotLeader`` ends the step, leaving everything as recorded).
+An action whose recorded fencing token is an earlier term's than ours was recorded by a deposed
+leader after we took over (``resume`` adopts what was unfinished before): it is refused, not applied.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +49,7 @@ from inferslice.control.actuators.base import (
     RetryableActuatorError,
     TierObservation,
 )
+from inferslice.control.actuators.kubernetes_lease import Deposed, FencingToken, Leadership
 from inferslice.control.guardrails import GuardState, guard
 from inferslice.control.policy import decide
 from inferslice.control.settings import TierPolicy
@@ -49,7 +57,7 @@ from inferslice.control.state import ControlEvent, ControlState, drop_check, mar
 from inferslice.control.view import cluster_view, slice_state
 from inferslice.diagnosis import Diagnosis
 from inferslice.errors import RetryableError
-from inferslice.service.control_audit import (
+from inferslice.service.controller.audit import (
     APPLIED,
     APPLYING,
     APPROVED,
@@ -57,6 +65,7 @@ from inferslice.service.control_audit import (
     FAILED,
     IN_PROGRESS,
     PENDING,
+    REFUSED,
     TO_DRIVE,
     ActionTrail,
     Decided,
@@ -69,6 +78,7 @@ log = logging.getLogger(__name__)
 
 Verdict = tuple[Diagnosis | None, SliceSnapshot | None]
 Source = Callable[[], Mapping[str, Verdict]]
+ALL_TIERS = "*"  # the tier of an event about the whole controller (a mode switch)
 MAX_ATTEMPTS = 5  # a retryable failure five ticks running is an outage the operator must see, not a retry loop
 
 
@@ -122,6 +132,7 @@ class Controller:
         mode: Mode = Mode.AUTO,
         metrics: ControllerMetrics | None = None,
         pop_headroom_bps: Callable[[], Mapping[str, float]] | None = None,
+        leadership: Leadership | None = None,
         path_excess_s: Callable[[], Mapping[str, float]] | None = None,
     ) -> None:
         self.topology = topology
@@ -133,15 +144,41 @@ class Controller:
         self.mode = mode
         self.metrics = metrics or ControllerMetrics()
         self.pop_headroom_bps = pop_headroom_bps
+        self.leadership = leadership  # None: the only controller
         self.path_excess_s = path_excess_s  # PoP -> its WAN path's RTT above the configured one (the prober's); None: unmeasured
         self.states, self.guard_state = audit.states()
         self.last_tick_s: float | None = None
         self.last_error: str | None = None
         self._dry_guard: GuardState | None = None
+        # A step and a mode switch (the API's PUT /v1/control/mode, from another thread) never interleave.
+        self._lock = threading.RLock()
+
+    def set_mode(self, mode: Mode, who: str = "api") -> Mode:
+        """Switch mode between steps; returns the previous one. The switch is an event in the trail
+        (who, from, to); the states carry on as across a restart: a pending action stays pending,
+        dry-run proposals were never armed, and a new dry-run keeps its own cooldowns again."""
+        with self._lock:
+            previous, self.mode = self.mode, mode
+            if mode is not previous:
+                self._dry_guard = None
+                now = self.clock()
+                event = ControlEvent(now, ALL_TIERS, "mode", f"{who}: mode {previous.value} -> {mode.value}")
+                self.audit.record_decision(now, mode.value, [], [], [event], {}, self.guard_state)
+                log.warning("controller: %s", event.message)
+            return previous
 
     # -- one step ----------------------------------------------------------------------------------
+    def _check(self) -> FencingToken | None:
+        """The current term's token, re-checked now (``NotLeader`` ends the step)."""
+        return self.leadership.check() if self.leadership is not None else None
+
     def tick(self) -> TickReport:
+        with self._lock:
+            return self._tick()
+
+    def _tick(self) -> TickReport:
         now = self.clock()
+        self._check()
         applied = self.drive(now)  # what a previous step (or a crash) left to apply, approvals included
         try:
             observed = self.actuator.observe()
@@ -232,14 +269,21 @@ class Controller:
     # -- applying ----------------------------------------------------------------------------------
     def drive(self, now: float | None = None) -> list[str]:
         """Apply every action recorded as approved/applying/in progress; returns the ids now applied."""
+        with self._lock:
+            return self._drive(now)
+
+    def _drive(self, now: float | None) -> list[str]:
         if self.mode is Mode.DRY_RUN:
             return []
         now = self.clock() if now is None else now
         done: list[str] = []
         for row in self.audit.actions(state=TO_DRIVE):
             action = action_of(row)
+            if self._fenced_out(row, now):
+                continue
             if row["state"] == APPROVED:
                 self.audit.transition(action.id, APPLYING, now, attempt=True)
+            self._check()  # immediately before the actuation (the actuator re-checks before each write)
             try:
                 result = self.actuator.apply(action)
             except RetryableActuatorError as err:
@@ -273,9 +317,35 @@ class Controller:
             done.append(action.id)
         return done
 
+    def _fenced_out(self, row: Mapping[str, Any], now: float) -> bool:
+        """Refuse (and skip) an action an earlier term recorded after this term took over; stop
+        (``Deposed``) on one a later term owns."""
+        token = self._check()
+        theirs_text = row.get("fencing_token")
+        if token is None or not theirs_text or self.leadership is None:
+            return False
+        theirs = FencingToken.parse(str(theirs_text))
+        if theirs.transitions > token.transitions:
+            reason = f"action {row['id']} is owned by term {theirs}, later than ours ({token})"
+            self.leadership.step_down(reason)
+            raise Deposed(reason)
+        if theirs.transitions == token.transitions:
+            return False
+        detail = f"fenced: recorded by term {theirs} after term {token} took over; refused, not applied"
+        self.audit.transition(str(row["id"]), REFUSED, now, detail=detail, tier_state=self._dropped(action_of(row)))
+        self.metrics.outcome(action_of(row), OUTCOME_FAILED)
+        log.warning("controller: %s", detail)
+        return True
+
     def resume(self) -> list[str]:
-        """Take over from whoever acted before (a newly elected leader, a restarted process): reload
-        the tier and guard states from the trail, then apply what it left to apply."""
+        """Take over from whoever acted before (a newly elected leader, a restarted process): fence
+        this term's objects (``claim``, when the actuator and trail fence), reload the tier and guard
+        states from the trail, then apply what it left to apply."""
+        self._check()
+        for part in (self.actuator, self.audit):
+            claim = getattr(part, "claim", None)
+            if self.leadership is not None and callable(claim):
+                claim()
         self.states, self.guard_state = self.audit.states()
         self._dry_guard = None
         return self.drive()

@@ -20,7 +20,7 @@ from typing import Any
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from inferslice.errors import InferSliceError
-from inferslice.service.controller import Controller
+from inferslice.service.controller.core import Controller
 
 log = logging.getLogger(__name__)
 

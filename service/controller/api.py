@@ -7,19 +7,27 @@
 
 A verdict is a state change in the audit log the controller reads on its next step (SQLite, shared
 across processes); 404 for an unknown id, 409 unless the action is pending.
+
+With the controller in this process (``inferslice api --control MODE``, ``mount_controller``):
+
+    GET  /v1/control                               (mode, last step, pending, per-tier state; read: open)
+    PUT  /v1/control/mode {"mode": "dry-run", "by": "alice"}   (bearer token: the switch is recorded)
+
+``dry-run`` is the kill switch: from the next step nothing is applied, whatever was decided.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Body, FastAPI, HTTPException, Query, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 
-from inferslice.service.control_audit import AuditLog, TransitionError
+from inferslice.service.controller.audit import ActionTrail, TransitionError
+from inferslice.service.controller.core import Controller, Mode
 
 STATES = ("pending", "approved", "applying", "in_progress", "applied", "failed", "rejected", "dry_run", "refused")
 
@@ -30,7 +38,7 @@ class Verdict(BaseModel):
 
 
 def mount_control(
-    app: FastAPI, audit: AuditLog, authorized: Sequence[Any], clock: Callable[[], float], responses: dict[int | str, Any] | None = None
+    app: FastAPI, audit: ActionTrail, authorized: Sequence[Any], clock: Callable[[], float], responses: dict[int | str, Any] | None = None
 ) -> None:
     """Serve the actions from ``audit`` (replacing the store-backed ``GET /v1/actions``)."""
     app.router.routes[:] = [r for r in app.router.routes if not (isinstance(r, APIRoute) and r.path == "/v1/actions")]
@@ -71,3 +79,26 @@ def mount_control(
     @app.post("/v1/actions/{action_id}/reject", tags=["actions"], dependencies=list(authorized), responses=responses)
     def reject(action_id: str, body: Annotated[Verdict | None, Body()] = None) -> Response:
         return _decide(action_id, False, body)
+
+
+class ModeIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    mode: Literal["auto", "approve", "dry-run"] = Field(description="auto applies, approve waits for an operator, dry-run applies nothing")
+    by: str = Field(default="api", min_length=1, max_length=100, description="who switched (recorded in the audit trail)")
+
+
+def mount_controller(
+    app: FastAPI, controller: Controller, authorized: Sequence[Any], responses: dict[int | str, Any] | None = None
+) -> None:
+    """The mode and health of the controller running in this process."""
+    responses = responses or {401: {"description": "missing or wrong bearer token"}}
+
+    @app.get("/v1/control", tags=["actions"])
+    def get_control() -> Response:
+        """The controller in this process: mode, last step, what waits, each tier's control state."""
+        return Response(json.dumps(controller.health(), default=str), media_type="application/json")
+
+    @app.put("/v1/control/mode", tags=["actions"], dependencies=list(authorized), responses=responses)
+    def put_mode(body: ModeIn) -> Response:
+        previous = controller.set_mode(Mode(body.mode), body.by)
+        return Response(json.dumps({"mode": body.mode, "previous": previous.value}), media_type="application/json")

@@ -1,10 +1,16 @@
-"""Where the controller reads its verdicts: the diagnosis API (``GET /v1/slices/{tier}``: the latest
-snapshot and diagnosis, attribution included), turned back into the vocabulary's types."""
+"""Where the controller reads its verdicts (``source() -> {tier: (diagnosis, snapshot)}``):
+
+- ``InProcessSource``: co-located with the API (``inferslice api --control MODE``), the
+  ``DiagnosisService``'s latest verdicts as the objects the diagnosis loop produced;
+- ``ApiSource``: a split deployment (``inferslice control --api URL``), the diagnosis API's
+  ``GET /v1/slices/{tier}`` (the latest snapshot and diagnosis, attribution included), turned back
+  into the vocabulary's types.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -13,6 +19,22 @@ from inferslice.errors import InputError, SourceUnavailable
 from inferslice.snapshot import Reference, SliceSnapshot, snapshot_from_dict
 
 Verdict = tuple[Diagnosis | None, SliceSnapshot | None]
+
+
+class LatestVerdicts(Protocol):
+    def latest_verdicts(self) -> Mapping[str, tuple[Diagnosis, SliceSnapshot]]: ...
+
+
+class InProcessSource:
+    """``source()`` -> the latest verdict of each of ``tiers`` the service has judged (a ``DiagnosisService``)."""
+
+    def __init__(self, service: LatestVerdicts, tiers: Sequence[str]) -> None:
+        self.service = service
+        self.tiers = list(tiers)
+
+    def __call__(self) -> dict[str, Verdict]:
+        latest = self.service.latest_verdicts()
+        return {t: latest[t] for t in self.tiers if t in latest}
 
 
 def attribution_from_dict(data: Mapping[str, Any] | None) -> Attribution | None:

@@ -79,7 +79,7 @@ class Decided:
 
 class ActionTrail(Protocol):
     """What the controller and the API need of an audit trail: this SQLite log on one machine, the
-    ``SliceAction`` objects on Kubernetes (``control_audit_cr.SliceActionAuditLog``)."""
+    ``SliceAction`` objects on Kubernetes (``audit_cr.SliceActionAuditLog``)."""
 
     def record_decision(
         self,

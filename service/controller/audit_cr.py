@@ -20,6 +20,13 @@ What is not in the objects, and why:
 
 Writes are status patches with the object's resourceVersion as precondition; a conflict (someone,
 an operator or another replica, changed it first) raises ``PhaseConflict``, retryable.
+
+Fencing (with ``leadership``, the Lease elector): every write the controller makes re-checks the
+Lease first (``NotLeader``) and stamps ``status.fencingToken`` with the current term; an object
+stamped by a later term is never written (``Deposed``). ``claim`` (once per term, on takeover)
+adopts every unfinished action; an action still carrying an earlier term after that was recorded
+by a deposed leader, and the controller refuses it instead of applying it. Operators' approvals
+are not fenced (they come through the API or kubectl, whoever leads).
 """
 
 from __future__ import annotations
@@ -32,11 +39,12 @@ from typing import Any
 
 from inferslice.actions import Action, ActionKind
 from inferslice.control.actuators.kubernetes_audit import Recorded, SliceActionStore
+from inferslice.control.actuators.kubernetes_lease import Deposed, FencingToken, Leadership
 from inferslice.control.guardrails import GuardState, Refusal
 from inferslice.control.settings import cooldown_key
 from inferslice.control.state import ControlEvent, ControlState
 from inferslice.deploy.custom_resources import Phase
-from inferslice.service.control_audit import (
+from inferslice.service.controller.audit import (
     APPLIED,
     APPLYING,
     APPROVED,
@@ -66,18 +74,58 @@ _STATE_OF = {**{p: s for s, p in _PHASE_OF.items()}, Phase.FUTILE: APPLIED, Phas
 _SEEN_IDS_KEPT = 4096  # as many ids as the guard itself keeps
 _EVENTS_KEPT = 10_000  # in memory only: enough for the API's recent view
 _ROLLBACK_SUFFIX = "-rollback"  # control.policy names a rollback after the action it undoes
+_UNFINISHED = (Phase.PENDING, Phase.APPROVED, Phase.APPLYING, Phase.IN_PROGRESS)
+
+
+def token_of(rec: Recorded) -> FencingToken | None:
+    text = rec.status.get("fencingToken")
+    try:
+        return FencingToken.parse(text) if text else None
+    except ValueError:
+        return None
 
 
 class SliceActionAuditLog:
-    def __init__(self, store: SliceActionStore, identity: str) -> None:
+    def __init__(self, store: SliceActionStore, identity: str, leadership: Leadership | None = None) -> None:
         self.store = store
         self.identity = identity  # the Lease holder: recorded as appliedBy
+        self.leadership = leadership  # None: one controller, nothing to fence
         self._tiers: dict[str, ControlState] = {}
         self._guard = GuardState()
         self._events: deque[dict[str, Any]] = deque(maxlen=_EVENTS_KEPT)
 
     def close(self) -> None:
         return None
+
+    # -- fencing -----------------------------------------------------------------------------------
+    def _token(self) -> FencingToken | None:
+        return self.leadership.check() if self.leadership is not None else None
+
+    def _fenced(self, current: Recorded) -> dict[str, Any]:
+        """The status fields that stamp ``current`` with this term, checked now: ``NotLeader``, or
+        ``Deposed`` if a later term stamped it."""
+        token = self._token()
+        if token is None or self.leadership is None:
+            return {}
+        theirs = token_of(current)
+        if theirs is not None and theirs.transitions > token.transitions:
+            reason = f"sliceaction {current.action.id} is owned by term {theirs}, later than ours ({token})"
+            self.leadership.step_down(reason)
+            raise Deposed(reason)
+        return {"fencingToken": str(token)}
+
+    def claim(self) -> int:
+        """Adopt every unfinished action for this term (on takeover, before driving any); returns how
+        many were re-stamped. A race with another term's write is a ``PhaseConflict`` (retryable)."""
+        token = self._token()
+        if token is None:
+            return 0
+        adopted = 0
+        for rec in self.store.list():
+            if rec.phase in _UNFINISHED and token_of(rec) != token:
+                self.store.patch_status(rec, self._fenced(rec))
+                adopted += 1
+        return adopted
 
     # -- writes ------------------------------------------------------------------------------------
     def record_decision(
@@ -95,12 +143,18 @@ class SliceActionAuditLog:
         rest, which were not applied yet and are decided again (the counter resumes past the ids used)."""
         for d in decided:
             diagnosis_id = d.diagnosis.get("id") if d.diagnosis else None
-            status = {"phase": _PHASE_OF[d.state].value, "mode": mode, "recordedUnixS": now_s, "attempts": 0}
+            status = {"phase": _PHASE_OF[d.state].value, "mode": mode, "recordedUnixS": now_s, "attempts": 0, **self._stamp()}
             self.store.record(d.action, diagnosis_id if isinstance(diagnosis_id, str) else None, status)
         for r in refused:
             if not r.action.id or r.rule == "duplicate_id":  # a duplicate is already there under its id
                 continue
-            status = {"phase": Phase.REFUSED.value, "mode": mode, "recordedUnixS": now_s, "message": f"{r.rule}: {r.message}"}
+            status = {
+                "phase": Phase.REFUSED.value,
+                "mode": mode,
+                "recordedUnixS": now_s,
+                "message": f"{r.rule}: {r.message}",
+                **self._stamp(),
+            }
             self.store.record(r.action, None, status)
         for e in events:
             self._events.append({"tier": e.tier, "at_s": e.at_s, "kind": e.kind, "action_id": e.action_id, "message": e.message})
@@ -109,12 +163,16 @@ class SliceActionAuditLog:
         self._tiers.update(states)
         self._guard = guard
 
+    def _stamp(self) -> dict[str, Any]:
+        token = self._token()
+        return {"fencingToken": str(token)} if token is not None else {}
+
     def _outcome(self, action_id: str, outcome: str, at_s: float) -> None:
         try:
             current = self.store.get(action_id)
         except KeyError:
             return
-        status: dict[str, Any] = {"outcome": outcome, "outcomeUnixS": at_s}
+        status: dict[str, Any] = {"outcome": outcome, "outcomeUnixS": at_s, **self._fenced(current)}
         if outcome == "futile" and current.phase == Phase.APPLIED:
             status["phase"] = Phase.FUTILE.value
         self.store.patch_status(current, status)
@@ -130,7 +188,7 @@ class SliceActionAuditLog:
         attempt: bool = False,
     ) -> None:
         current = self.store.get(action_id)
-        status: dict[str, Any] = {"phase": _PHASE_OF[new_state].value}
+        status: dict[str, Any] = {"phase": _PHASE_OF[new_state].value, **self._fenced(current)}
         if detail is not None:
             status["message"] = detail
         if attempt:
@@ -149,7 +207,7 @@ class SliceActionAuditLog:
         except KeyError:
             return
         if original.phase in (Phase.APPLIED, Phase.FUTILE):
-            self.store.patch_status(original, {"phase": Phase.ROLLED_BACK.value, "message": f"undone by {by}"})
+            self.store.patch_status(original, {"phase": Phase.ROLLED_BACK.value, "message": f"undone by {by}", **self._fenced(original)})
 
     def decide_approval(self, action_id: str, approve: bool, who: str, now_s: float) -> dict[str, Any]:
         try:
@@ -242,4 +300,5 @@ def _row(r: Recorded) -> dict[str, Any]:
         "outcome": st.get("outcome"),
         "outcome_s": st.get("outcomeUnixS"),
         "detail": st.get("message", ""),
+        "fencing_token": st.get("fencingToken"),
     }
