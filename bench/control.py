@@ -34,8 +34,8 @@ from inferslice.bench.control_policies import PAPER_COLD_START_S, InferSlice
 from inferslice.bench.control_scenarios import HIDDEN_CAUSE_SCENARIOS, Scenario, Serving, causes, futile, scenarios, undisturbed
 from inferslice.bench.control_sim import ServingSim
 from inferslice.bottleneck import classify
-from inferslice.control.guardrails import reservations
-from inferslice.control.settings import tier_policies
+from inferslice.control.guardrails import edge_held_bps, reservations
+from inferslice.control.settings import EDGE_RATE_BPS, tier_policies
 from inferslice.diagnosis import Diagnosis, Regime
 from inferslice.snapshot import Reference, SliceSnapshot
 from inferslice.topology import Topology
@@ -98,7 +98,7 @@ def run_one(
         step += 1
         for name, ts in sim.tiers.items():
             replica_seconds[name] += settings.dt_s * len(ts.replicas)
-        violations += count_violations(top, res, _model_live(sim))
+        violations += count_violations(top, res, _model_live(sim), {n: ts.cap_bps for n, ts in sim.tiers.items()})
         windows: dict[str, SliceSnapshot] | None = None
         diagnoses: dict[str, Diagnosis] | None = None
         if step % steps_per_window == 0:
@@ -131,10 +131,17 @@ def _model_live(sim: ServingSim) -> dict[str, list[str]]:
     }
 
 
-def count_violations(top: Topology, res: Mapping[str, Mapping[str, float]], live: Mapping[str, Sequence[str]]) -> int:
-    """Breaches at one instant: a tier beyond its ceiling or GPU quota, or a tier's replicas on a slot
-    using more than its own reservation plus what no other tier reserved there. ``live``: per tier,
-    the slots of its serving (or cold-starting, not draining) replicas."""
+def count_violations(
+    top: Topology,
+    res: Mapping[str, Mapping[str, float]],
+    live: Mapping[str, Sequence[str]],
+    caps: Mapping[str, float | None] | None = None,
+) -> int:
+    """Breaches at one instant (the guardrails' batch invariants, ``control.guardrails.violations``):
+    a tier beyond its ceiling or GPU quota; a tier's replicas on a slot using more than its own
+    reservation plus what no other tier reserved there; a slot holding more than one GPU in all;
+    with ``caps`` (tier -> client-edge cap, None uncapped), the caps and the other tiers' guarantees
+    beyond the edge. ``live``: per tier, the slots of its serving (or cold-starting, not draining) replicas."""
     bad = 0
     use: dict[str, dict[str, float]] = {}
     for name, slots in live.items():
@@ -145,11 +152,15 @@ def count_violations(top: Topology, res: Mapping[str, Mapping[str, float]], live
             use.setdefault(slot, {})
             use[slot][name] = use[slot].get(name, 0.0) + t.gpu_per_replica
     for slot, per in use.items():
+        if sum(per.values()) > 1.0 + 1e-9:  # two tiers each within "its" share can still overfill one GPU
+            bad += 1
         for tier, amount in per.items():
             others_reserved = sum(v for o, v in res.get(slot, {}).items() if o != tier)
             own_reserved = res.get(slot, {}).get(tier, 0.0)
             if amount > own_reserved + max(0.0, 1.0 - own_reserved - others_reserved) + 1e-9:
                 bad += 1
+    if caps is not None and edge_held_bps(caps, tier_policies(top)) > EDGE_RATE_BPS + 1e-6:
+        bad += 1
     return bad
 
 

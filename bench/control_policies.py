@@ -351,7 +351,8 @@ class InferSlice(SimPolicy):
         self.controller.tick()
 
     def futile_count(self) -> int:
-        return sum(1 for e in self.controller.audit.events() if e["kind"] == "futile")
+        # The controller's own verdict "ineffective" (before the outcome names changed: "futile").
+        return sum(1 for e in self.controller.audit.events() if e["kind"] in ("ineffective", "futile"))
 
 
 PolicyFactory = Callable[[float], SimPolicy]

@@ -248,7 +248,7 @@ def _loop(
         if now >= 0:
             for t, r in readings.items():
                 replica_s[t] += (now - max(last, 0.0)) * len(r.replicas)
-        violations += count_violations(top, res, live_slots(top, readings))
+        violations += count_violations(top, res, live_slots(top, readings), {t: r.cap_bps for t, r in readings.items()})
         last = now
         windows: dict[str, SliceSnapshot] | None = None
         diagnoses: dict[str, Diagnosis] | None = None

@@ -44,7 +44,7 @@ class LinkState:
     known: bool  # rx and a cap or the physical capacity are known
     binding: bool  # rx at (a shaper's delivery of) the cap
     utilization: float | None = None
-    against: str = "none"  # "cap", "capacity" (uncapped: the interface's physical rate) or "none"
+    against: str = "none"  # "cap", "capacity" (uncapped: the interface's physical rate), "wan" (a WAN link of the path) or "none"
     bits_per_token: float | None = None
     token_rate_max: float | None = None  # the highest token rate the link can carry
     pacing_floor_s: float | None = None  # the TPOT the link imposes on the streams in flight
@@ -81,21 +81,8 @@ class Physics:
     tpot_threshold_s: float  # the contention that counts as material for that statistic
     tpot_stat: str | None  # the TPOT statistic judged: the median, or the P99 when the median collapsed (coalesced tokens)
     compute_confirmed: bool = False  # a reduced GPU share, preemptions or a full KV cache reported
-    wan_binding: bool = False  # a WAN link the slice's traffic crosses is full or slowed past its declared RTT: it binds like a full link
-
-
-def wan_excess_s(snap: SliceSnapshot) -> float | None:
-    """How far the slowest WAN link the slice's traffic crosses is over its declared round trip (>= 0)."""
-    if snap.wan_rtt_s is None or snap.wan_base_rtt_s is None:
-        return None
-    return max(0.0, snap.wan_rtt_s - snap.wan_base_rtt_s)
-
-
-def wan_utilization(snap: SliceSnapshot) -> float | None:
-    """Delivered / physical rate of the fullest WAN link the slice's traffic crosses (all traffic on it)."""
-    if snap.wan_rx_bps is None or not snap.wan_capacity_bps:
-        return None
-    return snap.wan_rx_bps / snap.wan_capacity_bps
+    delay_s: float | None = None  # the WAN path's RTT above its reference (None: unknown)
+    delay_ttft_s: float = 0.0  # the TTFT that added delay explains (delay_rtts_per_first_token of it)
 
 
 def ge(a: float, b: float) -> bool:
@@ -149,6 +136,22 @@ def load_factor(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: fl
 
 
 def link_state(snap: SliceSnapshot, th: Thresholds) -> LinkState:
+    """The link the tier's streams cross: its client edge (against the slice cap, or uncapped its
+    physical rate) or, where the edge does not bind, the most utilised WAN link of its path."""
+    edge = _edge_state(snap, th)
+    if edge.binding:
+        return edge
+    wan_rx, wan_cap = snap.wan_rx_bps, _pos(snap.wan_capacity_bps)
+    if wan_rx is not None and wan_cap is not None:
+        util = wan_rx / wan_cap
+        if ge(util, th.link_binding_ratio):
+            # A full WAN link paces every stream across it (its buffer's queue and the losses it
+            # drops): the slice's own bits per token do not set its rate, the link's share does.
+            return LinkState(True, True, util, "wan", edge.bits_per_token)
+    return edge
+
+
+def _edge_state(snap: SliceSnapshot, th: Thresholds) -> LinkState:
     rx = snap.link_rx_bps
     cap, against = _pos(snap.link_cap_bps), "cap"
     if cap is None:
@@ -167,6 +170,14 @@ def link_state(snap: SliceSnapshot, th: Thresholds) -> LinkState:
         floor = streams * bpt / cap if streams is not None else None
     finite = [v if v is not None and math.isfinite(v) else None for v in (bpt, token_max, floor)]
     return LinkState(True, ge(util, th.link_binding_ratio), util, against, finite[0], finite[1], finite[2])
+
+
+def added_delay_s(snap: SliceSnapshot, th: Thresholds) -> float | None:
+    """The WAN path's RTT above its reference (0 within noise), or None without both."""
+    rtt, ref = snap.wan_rtt_s, snap.wan_base_rtt_s
+    if rtt is None or ref is None:
+        return None
+    return rtt - ref if rtt > ref * (1.0 + th.wan_rtt_noise_ratio) else 0.0
 
 
 def _split_tpot(obs: float, ref: float, expected: float, engine: float, link: LinkState, confirmed: bool) -> tuple[float, float, float]:
@@ -195,14 +206,7 @@ def _split_tpot(obs: float, ref: float, expected: float, engine: float, link: Li
 def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: float | None = None) -> tuple[Attribution, Physics]:
     """Split the window's latency by resource (``snap`` carries its references in ``ref_*``)."""
     refs = references(snap, th)
-    edge = link_state(snap, th)
-    excess, wan_util = wan_excess_s(snap), wan_utilization(snap)
-    wan_binding = (excess is not None and ge(excess, th.wan_rtt_excess_binding_s)) or (
-        wan_util is not None and ge(wan_util, th.link_binding_ratio)
-    )
-    # A slowed WAN path paces the streams that cross it and holds their first chunks as a full edge link
-    # does: the same splits apply, with the network's share taken by the WAN (the edge's state is reported as is).
-    link = edge if edge.binding or not wan_binding else LinkState(True, True, edge.utilization, "wan", edge.bits_per_token)
+    link = link_state(snap, th)
     lf, load_known = load_factor(snap, th, saturation_tokens_per_s)
     share = snap.gpu_share
     # A share under 1 % is no GPU at all: clamp so that the split stays finite.
@@ -251,6 +255,8 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
         shares.append(LatencyShare(stat, obs, ref, 0.0, network, compute, base))
     unseparated = not link.known and not confirmed and c_thr > 0 and ge(contention, c_thr)
 
+    delay = added_delay_s(snap, th)
+    delay_ttft = th.delay_rtts_per_first_token * delay if delay is not None else 0.0
     ttft50 = snap.ttft_p50_s if snap.ttft_p50_s is not None else snap.ttft_mean_s
     tokens_short = (
         snap.output_tokens_per_s is not None
@@ -266,6 +272,10 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
         excess = max(0.0, obs - ref)
         compute = min(excess, ref * (cfactor - 1.0))
         left = excess - compute
+        # An added WAN delay costs every first token a fixed number of round trips: measured, so
+        # taken before the residual is split between the link's queue and the engine's.
+        delayed = min(left, delay_ttft) if delay_ttft > 0 else 0.0
+        left -= delayed
         # Requests measured waiting (Little's law: waiting / arrival rate) are queue time the link cannot claim.
         measured = min(left, little) if little is not None and gauge else 0.0
         if link.binding and not net_tpot and tokens_short:
@@ -276,18 +286,17 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
             network = min(left - measured, th.first_chunk_tpot_multiple * net_tpot.get(pair, 0.0))
         else:
             network = 0.0
-        if wan_binding and excess is not None and excess > 0:
-            network = max(network, min(left - measured, excess))  # every first chunk crosses the slowed path once more
         queue = left - network
         if gauge is False and link.binding:
             network, queue = left, 0.0  # nothing waits at the engine: the link's queue holds the first chunk
-        elif gauge is False and pace_binds:
+        elif gauge is False and (pace_binds or delayed > 0):
             queue = 0.0  # nothing waits and another resource binds: leave the rest unexplained
+        network += delayed
         shares.append(LatencyShare(stat, obs, ref, queue, network, compute, obs - queue - network - compute))
     shares.sort(key=lambda s: s.stat)
     physics = Physics(
         refs,
-        edge,
+        link,
         lf,
         load_known,
         slowdown,
@@ -299,6 +308,7 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
         c_thr,
         pace if net_tpot else None,
         confirmed,
-        wan_binding,
+        delay,
+        delay_ttft,
     )
     return Attribution(tuple(shares)), physics

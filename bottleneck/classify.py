@@ -18,22 +18,29 @@ network and compute (and an unexplained ``base``). The regimes follow from that 
 - unknown: the fields present cannot separate the causes (TPOT up with the link unknown and no
   compute confirmation; TTFT up without TPOT or a free link with a queue confirmation).
 
-Confidence says how complete the evidence is. A verdict that a missing field could overturn is
-capped below ``CONFIDENT`` (0.6): throughput missing (load cannot explain TPOT), the link unknown
-or judged against the physical rate only (a cap could take the TPOT share), a fallback reference.
-Removing a field therefore never turns a confident verdict into a different confident one.
+Confidence is calibrated (``confidence``): a margin (how far the primary's share passes its
+threshold, less how near a resource whose remedy comes first is to binding) mapped through a table
+fitted on the corpus's tune seeds. A verdict that a field the window lacks could overturn is capped
+at ``UNSURE`` (0.55), below ``CONFIDENT`` (0.6), whatever its margin: throughput missing (load
+cannot explain TPOT), the link unknown or judged against the physical rate only (a cap could take
+the TPOT share), a fallback reference, a queue verdict with no queue seen (or, at a full link,
+without the gauge and both TPOT statistics), too few requests for the quantile the verdict rests
+on. Removing a field therefore never turns a confident verdict into a different confident one
+(property-tested, and tested over every committed corpus window).
 """
 
 from __future__ import annotations
 
-from inferslice.bottleneck import signals
+import math
+
+from inferslice.bottleneck import confidence, signals
 from inferslice.bottleneck.attribution import Physics, attribute, ge
 from inferslice.bottleneck.signals import Reading
 from inferslice.bottleneck.thresholds import DEFAULT, Thresholds
-from inferslice.diagnosis import REGIME_OF, RESOURCES, Attribution, Diagnosis, Evidence, Regime, SloState
+from inferslice.diagnosis import CONFIDENT, REGIME_OF, RESOURCES, Attribution, Diagnosis, Evidence, NetworkCause, Regime
 from inferslice.snapshot import Reference, SliceSnapshot
 
-CONFIDENT = 0.6  # the learner's bar too: a verdict below it is a hint, not a fact
+__all__ = ["CONFIDENT", "UNSURE", "classify"]  # CONFIDENT lives in the vocabulary; re-exported for callers of old
 UNSURE = 0.55  # the cap for a verdict a missing field could overturn
 ORDER = ("network", "compute", "queue")  # remedies in the order they must come
 UNSEPARATED = "TPOT inflated beyond what load explains; link and compute signals cannot separate network from compute"
@@ -65,6 +72,7 @@ def _queue_building(snap: SliceSnapshot, th: Thresholds) -> bool:
 
 
 _EPS = 1e-9  # relative: materiality must not change with the unit of time (float rounding)
+_RATIO_MAX = 64.0  # a share 64x past its threshold is as sure as it gets: the margin saturates (log2 = 6)
 
 
 class _Judge:
@@ -114,7 +122,14 @@ class _Judge:
         return any(r[0] == stat and r[6] for r in self.rows)
 
     def binds(self, resource: str, ttft_only: bool = False) -> bool:
+        return bool(self.binding_rows(resource, ttft_only))
+
+    def binding_rows(self, resource: str, ttft_only: bool = False, at_least: float = 1.0) -> list[tuple[str, float]]:
+        """``(stat, ratio)`` of every statistic through which the resource binds: its share over the
+        materiality threshold (>= 1; for a breached P99 TTFT, over half the excess if that is larger).
+        ``at_least`` below 1 also returns the statistics where it comes that close."""
         k = _INDEX[resource]
+        out: list[tuple[str, float]] = []
         for stat, is_tpot, ex, thr, _mat, br, judged, secs in self.rows:
             # At a full link the P99 TPOT counts even beside a median at its reference: the link
             # corroborates the tail (the first window after a cap cut shows it before the median).
@@ -123,9 +138,22 @@ class _Judge:
             if (not judged and not tail_at_link and not tail_confirmed) or (is_tpot and (k == 0 or ttft_only)):
                 continue
             sec = secs[1] + secs[2] if k == 1 and is_tpot and self.link_binding else secs[k]  # a full link takes part in any contention
-            if sec > 0 and (sec >= thr * (1.0 - _EPS) or (br and sec >= 0.5 * ex * (1.0 - _EPS))):
-                return True
-        return False
+            if sec <= 0:
+                continue
+            ratio = sec / thr if thr > 0 else _RATIO_MAX
+            if br and ex > 0:
+                ratio = max(ratio, sec / (0.5 * ex))
+            if ratio >= at_least * (1.0 - _EPS):
+                out.append((stat, min(ratio, _RATIO_MAX)))
+        return out
+
+    def closest(self) -> float:
+        """The largest judged excess over its materiality threshold (< 1 when nothing is material)."""
+        best = 0.0
+        for _stat, _tp, ex, thr, _mat, _br, judged, _secs in self.rows:
+            if judged and ex > 0:
+                best = max(best, ex / thr if thr > 0 else _RATIO_MAX)
+        return best
 
     def fractions(self) -> dict[str, float]:
         out = [0.0, 0.0, 0.0]
@@ -198,7 +226,6 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     tpot = signals.tpot(snap, th, refs)
     tokens = signals.tokens(snap, th)
     link = signals.link(snap, th, ph.link)
-    wan = signals.wan(snap, th)
     queue = signals.queue(snap, th)
     compute = signals.compute(snap, th)
     slo = signals.slo_state(snap, th)
@@ -219,9 +246,9 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         *tpot.evidence,
         *tokens.evidence,
         *link.evidence,
-        *wan.evidence,
         *queue.evidence,
         *compute.evidence,
+        *signals.wan(snap, th, ph.delay_s),
         *_physics_evidence(ph, snap),
         Evidence(
             "reference_samples",
@@ -229,7 +256,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             note=f"reference source: {ref_source}",
         ),
     ]
-    judge = _Judge(attribution, snap, th, ph.tpot_stat, ph.link.binding or ph.wan_binding, ph.compute_confirmed)
+    judge = _Judge(attribution, snap, th, ph.tpot_stat, ph.link.binding, ph.compute_confirmed)
     fractions = judge.fractions()
     attribution = Attribution(attribution.shares, tuple((r, fractions[r]) for r in RESOURCES))
     missing = _missing(ttft, tpot, tokens, link, queue, compute)
@@ -240,62 +267,84 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     tpot_up = ph.tpot_threshold_s > 0 and ge(ph.tpot_contention_s, ph.tpot_threshold_s)
     regime: Regime
     secondary: list[Regime] = []
-    confidence = 0.0
     note: str | None = None
+    caps: list[str] = []
+    margin = 0.0
+    rests_on: list[str] = []  # the statistics the verdict rests on (their request counts must bound them)
     binding = [r for r in ORDER if judge.binds(r)]
     if not has_ttft and not has_tpot:
         regime, note = Regime.UNKNOWN, "no latency signal"
     elif ph.unseparated:
-        regime, note = (
-            Regime.UNKNOWN,
-            UNSEPARATED,
-        )
+        regime, note = Regime.UNKNOWN, UNSEPARATED
     elif ttft_up and not has_tpot and not ("network" in binding or (ph.link.known and not ph.link.binding and queue.hits > 0)):
         regime, note = Regime.UNKNOWN, "TTFT inflated; without TPOT (or a free link and a queue confirmation) the cause cannot be told"
     else:
+        named = False
         if not binding and (ttft_up or tpot_up):
             top = judge.largest()
             binding = [top] if top is not None else []
+            named = bool(binding)
         if binding:
             primary = binding[0]
             regime = REGIME_OF[primary]
             secondary = [REGIME_OF[r] for r in ORDER if r != primary and (r in binding or judge.secondary(r, fractions))]
             secondary = [r for r in secondary if r is not Regime.QUEUE_LIMITED or judge.secondary("queue", fractions) or "queue" in binding]
-            confidence = _confidence(primary, ph, snap, th, judge, ttft_up, tpot_up, tokens, queue, compute, has_tpot)
-        elif ph.link.binding is not True and not ph.wan_binding and _queue_building(snap, th):
+            if named:
+                caps.append("no resource's share is material alone: the largest is named")
+                rests_on = [r[0] for r in judge.rows if r[4] and r[6]]
+            else:
+                margin, rests_on = _binding_margin(judge, primary)
+            caps.extend(_binding_caps(primary, ph, snap, th, judge, queue, compute, has_tpot))
+        elif ph.link.binding is not True and _queue_building(snap, th):
             regime = Regime.QUEUE_LIMITED
-            confidence = 0.5
+            caps.append("queue read from the gauges alone (no latency shows it yet)")
             note = "requests wait at the replica ceiling: TTFT rises as they are served (queue leads the latency)"
         else:
             regime = Regime.HEALTHY
-            confidence = _healthy_confidence(ph, snap, slo, has_ttft, has_tpot, ttft)
+            closest = judge.closest()
+            # A statistic can pass its ratio with nothing binding (load explains TPOT): margin 0 then.
+            margin = max(0.0, math.log2(1.0 / closest)) if closest > 1.0 / _RATIO_MAX else math.log2(_RATIO_MAX)
+            rests_on = [r[0] for r in judge.rows if r[6]]
+            caps.extend(_healthy_caps(ph, has_ttft, has_tpot))
             if ph.link.binding:
                 note = "link at its cap but token delivery holds: utilisation alone is not a bottleneck"
     p99_breached = any(judge.breached.get(s.stat, False) for s in attribution.shares)
-    if regime is not Regime.UNKNOWN and snap.tpot_p50_s is None:
-        # Judged on the TPOT mean or tail: a median could tell otherwise. A full link starving
-        # delivery while P99 TTFT breaches is the one verdict any median leaves standing.
-        robust = regime is Regime.NETWORK_LIMITED and snap.tpot_mean_s is None and p99_breached and judge.binds("network", ttft_only=True)
-        if not robust:
-            confidence = min(confidence, UNSURE)
-    if regime in (Regime.QUEUE_LIMITED, Regime.HEALTHY) and snap.ttft_p50_s is None and (snap.ttft_mean_s is not None or not p99_breached):
-        confidence = min(confidence, UNSURE)  # TTFT judged without its median: the median could tell otherwise
-    if regime is not Regime.UNKNOWN and _prior_decides(ph, judge, regime, snap, th):
-        confidence = min(confidence, UNSURE)  # against the real reference another verdict might follow
+    if regime is not Regime.UNKNOWN:
+        if snap.tpot_p50_s is None:
+            # Judged on the TPOT mean or tail: a median could tell otherwise. A full link starving
+            # delivery while P99 TTFT breaches is the one verdict any median leaves standing.
+            robust = (
+                regime is Regime.NETWORK_LIMITED and snap.tpot_mean_s is None and p99_breached and judge.binds("network", ttft_only=True)
+            )
+            if not robust:
+                caps.append("TPOT judged without its median")
+        centre_missing = snap.ttft_p50_s is None and (snap.ttft_mean_s is not None or not p99_breached)
+        if regime in (Regime.QUEUE_LIMITED, Regime.HEALTHY) and centre_missing:
+            caps.append("TTFT judged without its median")
+        if _prior_decides(ph, judge, regime, snap, th):
+            caps.append("a reference statistic the window lacked (derived by a prior) decides")
+        judged = [r for r in (ttft, tpot) if r.evidence]
+        if judged and not any(r.used_reference for r in judged):
+            caps.append("no reference: judged against absolute fallbacks")
+        caps.extend(confidence.sampling_caps(rests_on, snap))
     if note is not None:
         evidence.append(Evidence("verdict", None, note=note))
     if regime is Regime.QUEUE_LIMITED and ph.link.binding and "network" not in binding:
         evidence.append(Evidence("verdict", None, note="link at its cap but token delivery holds: utilisation alone is not a bottleneck"))
+    conf = 0.0
     if regime is not Regime.UNKNOWN:
-        judged = [r for r in (ttft, tpot) if r.evidence]
-        if judged and not any(r.used_reference for r in judged):
-            confidence *= th.no_reference_confidence_factor
+        conf = confidence.calibrated(regime, margin)
+        evidence.append(Evidence("confidence_margin", round(margin, 4), note=confidence.MARGIN_NOTE))
+        if caps:
+            conf = min(conf, UNSURE)
+            evidence.append(Evidence("confidence_cap", UNSURE, note="; ".join(dict.fromkeys(caps))))
+    network_cause = _network_cause(ph) if Regime.NETWORK_LIMITED in (regime, *secondary) else None
 
     return Diagnosis(
         slice=snapshot.slice,
         regime=regime,
         secondary=tuple(secondary),
-        confidence=round(_clamp(confidence), 4),
+        confidence=round(_clamp(conf), 4),
         slo=slo,
         evidence=tuple(evidence),
         missing=missing,
@@ -303,44 +352,97 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         window_end_s=snapshot.window_end_s,
         attribution=attribution if attribution.shares else None,
         slo_signal=signals.slo_signal(snap, th, slo),
+        network_cause=network_cause,
+        request_count=snapshot.request_count,
     )
 
 
-def _confidence(
-    primary: str,
-    ph: Physics,
-    snap: SliceSnapshot,
-    th: Thresholds,
-    judge: _Judge,
-    ttft_up: bool,
-    tpot_up: bool,
-    tokens: Reading,
-    queue: Reading,
-    compute: Reading,
-    has_tpot: bool,
-) -> float:
-    refs = ph.refs
+def _binding_margin(judge: _Judge, primary: str) -> tuple[float, list[str]]:
+    """log2 of how far the primary's share passes materiality, less how close a resource whose remedy
+    comes first is to binding (it would take the verdict over), and the statistics it binds through."""
+    rows = judge.binding_rows(primary)
+    # Through a median the verdict stands on the robust statistic (a tail beside it adds nothing it
+    # needs); only a verdict binding through tails alone rests on them, and on their request counts.
+    medians = [row for row in rows if row[0].endswith("p50")]
+    rows = medians or rows
+    margin = math.log2(max(r for _, r in rows)) if rows else 0.0
+    for ahead in ORDER[: ORDER.index(primary)]:
+        near = judge.binding_rows(ahead, at_least=1.0 / _RATIO_MAX)
+        if near:
+            margin = min(margin, max(0.0, math.log2(1.0 / max(r for _, r in near))))
+    return max(0.0, margin), [stat for stat, _ in rows]
+
+
+_CAUSE_OF_LINK = {"cap": NetworkCause.EDGE_CAP, "capacity": NetworkCause.EDGE_CAPACITY, "wan": NetworkCause.WAN_LINK}
+
+
+def _network_cause(ph: Physics) -> NetworkCause:
+    """Which part of the network the verdict rests on (the remedy follows it): a full link, else the added delay."""
+    if ph.link.binding:
+        return _CAUSE_OF_LINK.get(ph.link.against, NetworkCause.EDGE_CAP)
+    if ph.delay_ttft_s > 0:
+        return NetworkCause.WAN_DELAY
+    return NetworkCause.EDGE_CAP
+
+
+def _binding_caps(
+    primary: str, ph: Physics, snap: SliceSnapshot, th: Thresholds, judge: _Judge, queue: Reading, compute: Reading, has_tpot: bool
+) -> list[str]:
+    """Why a binding verdict could be overturned by a field the window lacks (each one caps the confidence)."""
+    caps: list[str] = []
     if primary == "network":
-        c = 0.6 + (0.1 if tpot_up and tokens.state is True else 0.0) + (0.1 if ttft_up else 0.0)
-        c += 0.1 if ph.link.against == "cap" or ph.wan_binding else 0.0  # a measured cap, or a measured slowed path
-        return min(c, UNSURE) if not ph.load_known or not has_tpot else c
+        if not ph.load_known:
+            caps.append("throughput or its reference unknown: load cannot be told from pacing")
+        if not has_tpot:
+            caps.append("no TPOT: the link's share of TTFT is unconfirmed")
+        return caps
     if primary == "compute":
         if not ph.link.known:
-            return min(UNSURE, 0.35 + 0.1 * min(compute.strong_hits, 2))
-        c = 0.55 + 0.1 * min(compute.hits, 3)
-        # Judged against the physical rate, a cap the window did not report could take part of it.
-        if not ph.load_known or ph.link.against != "cap":
-            c = min(c, UNSURE)
-        return c
-    c = (0.6 if has_tpot else 0.45) + (0.1 if ph.link.known else -0.1) + 0.1 * min(queue.hits, 2)
+            caps.append("link unknown: a cap could take the TPOT share")
+        elif ph.link.against != "cap":
+            caps.append("link judged against its physical rate only: a cap the window did not report could take the TPOT share")
+        if not ph.load_known:
+            caps.append("throughput or its reference unknown: load cannot be told from contention")
+        if compute.hits == 0:
+            caps.append("no compute confirmation (GPU share, preemptions, KV cache, utilisation)")
+        return caps
     network_could = ph.tpot_contention_s > 0 and th.first_chunk_tpot_multiple * ph.tpot_contention_s >= 0.5 * max(
         (r[2] for r in judge.rows if not r[1]), default=0.0
     )
-    if not has_tpot or not ph.link.known or (ph.link.against != "cap" and network_could):
-        c = min(c, UNSURE)  # TPOT could show contention; a binding link would take this TTFT as first-chunk delivery
-    if refs.ttft_kind == "fallback" and not _robust_ttft(snap, th):
-        c = min(c, UNSURE)
-    return c
+    if not has_tpot:
+        caps.append("no TPOT: a binding link could take this TTFT as first-chunk delivery")
+    if not ph.link.known:
+        caps.append("link unknown: a binding link could take this TTFT as first-chunk delivery")
+    elif ph.link.against != "cap" and network_could:
+        caps.append("link judged against its physical rate only while TPOT shows contention")
+    elif not ph.link.binding and network_could and (snap.wan_rx_bps is None or snap.wan_capacity_bps is None):
+        caps.append("WAN path unknown while TPOT shows contention: a full WAN link could take this TTFT")
+    if ph.link.binding:
+        # At a full link the gauges and both TPOT statistics decide how much of TTFT waited in the
+        # link's queue rather than the engine's: without any of them the network could claim it.
+        lacking = [f for f in ("requests_waiting", "tpot_p50_s", "tpot_p99_s") if getattr(snap, f) is None]
+        if lacking:
+            caps.append("link at its cap without " + ", ".join(lacking) + ": the link's queue could hold this TTFT")
+    if ph.refs.ttft_kind == "fallback" and not _robust_ttft(snap, th):
+        caps.append("no TTFT reference and TTFT not inflated against any reference that meets the SLO")
+    tail = next((r for r in judge.rows if r[0] == "tpot_p99"), None)
+    if tail is not None and tail[4] and not (judge.binds("network") or judge.binds("compute")):
+        # Queueing keeps TPOT at its load-expected pace (the router holds requests back): a tail
+        # past its materiality that no resource binds is a pacing cause the window does not show.
+        caps.append("P99 TPOT inflated with nothing binding it: a cause the window does not show")
+    # A queue verdict needs a queue seen: requests waiting now, or (without that gauge) a queue time
+    # spending the budget. The gauge wins where both exist: the queue-time histogram's P99 keeps the
+    # waits of a queue already drained (and sits at a bucket bound on the testbed's engines), and
+    # replicas at the ceiling alone confirm no queue. A TTFT excess with nothing waiting is the
+    # signature of a cap misreported as larger than it is (the first chunk waited in a shaper).
+    waiting, qtime = snap.requests_waiting, snap.queue_time_p99_s
+    if waiting is None and qtime is None:
+        caps.append("no queue gauge (requests waiting, queue time)")
+    elif waiting is not None and not waiting > th.requests_waiting_min:
+        caps.append("the queue gauge shows nothing waiting")
+    elif waiting is None and qtime is not None and not qtime > th.queue_time_confirm_ratio * signals.slo_ttft_s(snap, th):
+        caps.append("the queue time shows no queueing")
+    return caps
 
 
 def _ambiguous(obs: float | None, ref: float | None, lo: float, hi: float, factor: float, ratio: float) -> bool:
@@ -403,14 +505,11 @@ def _robust_ttft(snap: SliceSnapshot, th: Thresholds) -> bool:
     )
 
 
-def _healthy_confidence(ph: Physics, snap: SliceSnapshot, slo: SloState, has_ttft: bool, has_tpot: bool, ttft: Reading) -> float:
-    known = int(has_ttft) + int(has_tpot) + int(ph.link.known)
-    c = 0.45 + 0.15 * known
-    if slo is SloState.AT_RISK:
-        c -= 0.15
-    elif slo is SloState.UNKNOWN:
-        c -= 0.1
+def _healthy_caps(ph: Physics, has_ttft: bool, has_tpot: bool) -> list[str]:
     refs = ph.refs
-    if refs.ttft_kind == "fallback" or refs.tpot_kind == "fallback" or not has_ttft or not has_tpot:
-        c = min(c, UNSURE)  # a reference (or a statistic) the window lacks could show an inflation
-    return c
+    caps: list[str] = []
+    if refs.ttft_kind == "fallback" or refs.tpot_kind == "fallback":
+        caps.append("a reference the window lacks could show an inflation")
+    if not has_ttft or not has_tpot:
+        caps.append("TTFT or TPOT missing: the other could show an inflation")
+    return caps

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inferslice.bottleneck.attribution import LinkState, Refs, wan_excess_s, wan_utilization
+from inferslice.bottleneck.attribution import LinkState, Refs
 from inferslice.bottleneck.thresholds import Thresholds
 from inferslice.diagnosis import Evidence, SloState
 from inferslice.snapshot import SliceSnapshot
@@ -122,17 +122,22 @@ def link(snap: SliceSnapshot, th: Thresholds, state: LinkState) -> Reading:
             f for f, v in (("link_rx_bps", snap.link_rx_bps), ("link_cap_bps", snap.link_cap_bps or snap.link_capacity_bps)) if v is None
         )
         return Reading(None, missing=missing)
-    cap = snap.link_cap_bps if state.against == "cap" else snap.link_capacity_bps
-    ev = [
+    ev = []
+    if state.against == "wan":
+        cap, rx, what = snap.wan_capacity_bps, snap.wan_rx_bps, "the WAN path's busiest link, physical rate"
+    else:
+        cap, rx = (snap.link_cap_bps, snap.link_rx_bps) if state.against == "cap" else (snap.link_capacity_bps, snap.link_rx_bps)
+        what = "cap" if state.against == "cap" else "physical capacity (uncapped)"
+    ev.append(
         Evidence(
             "link_utilization",
             state.utilization,
             reference=cap,
             threshold=th.link_binding_ratio,
             crossed=state.binding,
-            note=f"rx {snap.link_rx_bps:.4g} bps of {'cap' if state.against == 'cap' else 'physical capacity (uncapped)'} {cap:.4g} bps",
+            note=f"rx {rx or 0.0:.4g} bps of {what} {cap or 0.0:.4g} bps",
         )
-    ]
+    )
     if state.token_rate_max is not None and state.bits_per_token is not None:
         ev.append(
             Evidence(
@@ -147,22 +152,11 @@ def link(snap: SliceSnapshot, th: Thresholds, state: LinkState) -> Reading:
     return Reading(state.binding, tuple(ev))
 
 
-def wan(snap: SliceSnapshot, th: Thresholds) -> Reading:
-    """Is a WAN link the slice's traffic crosses full, or slower than its declared round trip? None: not measured."""
+def wan(snap: SliceSnapshot, th: Thresholds, delay_s: float | None) -> tuple[Evidence, ...]:
+    """The tier's WAN path as reported: its busiest link's utilisation and the RTT against its reference."""
     ev: list[Evidence] = []
-    excess, util = wan_excess_s(snap), wan_utilization(snap)
-    if excess is not None:
-        ev.append(
-            Evidence(
-                "wan_rtt_excess_s",
-                excess,
-                reference=snap.wan_base_rtt_s,
-                threshold=th.wan_rtt_excess_binding_s,
-                crossed=excess >= th.wan_rtt_excess_binding_s,
-                note="slowest WAN link to the gateway: mean probe RTT above its declared one (a full buffer or a reroute)",
-            )
-        )
-    if util is not None:
+    if snap.wan_rx_bps is not None and snap.wan_capacity_bps is not None and snap.wan_capacity_bps > 0:
+        util = snap.wan_rx_bps / snap.wan_capacity_bps
         ev.append(
             Evidence(
                 "wan_utilization",
@@ -170,12 +164,22 @@ def wan(snap: SliceSnapshot, th: Thresholds) -> Reading:
                 reference=snap.wan_capacity_bps,
                 threshold=th.link_binding_ratio,
                 crossed=util >= th.link_binding_ratio,
-                note="fullest WAN link to the gateway: delivered / physical rate, every tier's and cross-traffic counted",
+                note="all traffic on the path's busiest WAN link over its physical rate",
             )
         )
-    if not ev:
-        return Reading(None)
-    return Reading(any(e.crossed for e in ev), tuple(ev))
+    if snap.wan_rtt_s is not None:
+        base = snap.wan_base_rtt_s
+        ev.append(
+            Evidence(
+                "wan_rtt_s",
+                snap.wan_rtt_s,
+                reference=base,
+                threshold=base * (1.0 + th.wan_rtt_noise_ratio) if base is not None else None,
+                crossed=bool(delay_s),
+                note="path RTT vs its declared (base) RTT" if base is not None else "no base RTT: an added delay cannot be told",
+            )
+        )
+    return tuple(ev)
 
 
 def queue(snap: SliceSnapshot, th: Thresholds) -> Reading:

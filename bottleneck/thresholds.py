@@ -35,12 +35,11 @@ class Thresholds:
     # The first chunk waits in the shaper's queue: the paper's 0.5 Mbit/s cap gave P99 TTFT 2-3 s at P99 TPOT
     # 150-280 ms (~10-15 token times); 20 bounds what the network can explain of TTFT, the rest is a queue.
     first_chunk_tpot_multiple: float = 20.0
+    # An added WAN delay: the request and its first chunk each cross the path once (1 RTT), a fresh
+    # connection's handshake adds another; 2 bounds what a delay explains of TTFT (the rest is a queue).
+    delay_rtts_per_first_token: float = 2.0
+    wan_rtt_noise_ratio: float = 0.2  # an RTT within 20 % of its reference is jitter (the brief's tiers' spread), not a delay step
     tokens_drop_ratio: float = 0.8  # under the cap throughput fell 370 -> 220 tok/s (0.59x); 20 % dips are load noise
-    # A WAN link whose mean probe RTT rose this far above its declared one is queueing (cross-traffic keeps its
-    # buffer full: the testbed's 50 ms buffer read 9 -> 56 ms) or was rerouted: it binds the streams that cross
-    # it like a full link. An idle link's probes stay within a few ms of its declared RTT, so 30 ms is not
-    # jitter. (A WAN link delivering >= link_binding_ratio of its physical rate binds too.)
-    wan_rtt_excess_binding_s: float = 0.03
 
     # -- load: decode TPOT = a / (1 - rate / saturation) -----------------------------------------
     decode_reference_utilization: float = 0.5  # prior: the reference runs at half the decode saturation rate (learned when it can be)
@@ -63,9 +62,6 @@ class Thresholds:
     kv_cache_high: float = 0.9  # vLLM starts preempting sequences as the paged KV cache fills
     preemptions_min_per_s: float = 0.0  # any preemption means recomputation and slower decode (strictly above this)
     gpu_share_reduced: float = 0.9  # effective/allocated GPU share below 0.9: a neighbour takes >10 % of the GPU
-
-    # -- confidence -------------------------------------------------------------------------------
-    no_reference_confidence_factor: float = 0.75  # absolute fallbacks separate regimes less sharply than a reference
 
 
 DEFAULT = Thresholds()

@@ -11,6 +11,7 @@
     inferslice bench console [--out DIR] [--no-browser]                (API cost of a live update, page load in chromium)
     inferslice bench scale [--pops 100] [--tiers 10] [--rounds 4]  (1,000 slices: exporter, diagnosis round, PromQL)
     inferslice bench all --out DIR                                  (each as DIR/<name>.json + DIR/summary.md)
+    inferslice bench docs [--check] [--root DIR] [FILE ...]        (the docs' marked figures from bench/results/)
 
 Each prints a markdown summary; ``--json FILE`` (``-`` for stdout) also writes the raw result.
 """
@@ -169,6 +170,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from inferslice.bench import scale as scale_bench
 
     scale_bench.add_arguments(p)
+    text = "the randomised counterfactual diagnosis corpus (issue 17): generate windows on the testbed"
+    p = sub.add_parser("corpus", help=text, description=text)
+    csub = p.add_subparsers(dest="corpus_command", metavar="ACTION", required=True)
+    g = csub.add_parser("generate", help="run seeds' twins on the testbed and label every window by counterfactual",
+                        description="run seeds' twins on the testbed and label every window by counterfactual")
+    g.add_argument("--seeds", required=True, help="seeds A-B (inclusive), or A, or A-B,C,...")
+    g.add_argument("--out", required=True, type=Path, help="directory for windows.jsonl, seeds/, generate.json (resumes)")
+    g.add_argument("--topology", default=None, help="base topology (default: testbed/topology.yaml)")
+    g.add_argument("--state-dir", type=Path, default=Path("/run/inferslice-corpus"), help="the testbed's state directory")
+    g.add_argument("--engine", default=None, metavar="TIER=vllm",
+                   help="serve TIER with a real vLLM (CPU) and draw single causes on it (cap, load, CPU quota)")
+    g.add_argument("--vllm-venv", default=None, help="the vLLM venv (default $INFERSLICE_VLLM_VENV or ./.venv-vllm)")
+    text = "rewrite the figures marked <!-- fig:... --> in the docs from the committed results (bench/docfigs.py)"
+    p = sub.add_parser("docs", help=text, description=text)
+    p.add_argument("--check", action="store_true", help="change nothing; exit 1 listing every figure that differs from its result")
+    p.add_argument("--root", default=".", help="the repository root the markers' paths are relative to (default: .)")
+    p.add_argument("files", nargs="*", help="markdown files (default: README.md, docs/**/*.md, bench/results/**/*.md)")
     p = sub.add_parser("all", help="every benchmark; JSON + markdown into --out", description="every benchmark")
     p.add_argument("--out", required=True, help="directory for <name>.json and summary.md")
     p.add_argument("--only", default=",".join(NAMES), help=f"comma-separated subset of {','.join(NAMES)}")
@@ -216,11 +234,47 @@ def _json(result: dict[str, Any]) -> str:
     return json.dumps(clean(result), indent=2, sort_keys=True) + "\n"
 
 
+def _run_docs(args: argparse.Namespace) -> int:
+    from inferslice.bench import docfigs
+
+    root = Path(args.root)
+    files = [Path(f) for f in args.files] if args.files else docfigs.doc_files(root)
+    try:
+        stale, seen = docfigs.update(root.resolve(), [f.resolve() for f in files], write=not args.check)
+    except (OSError, PermanentError) as err:
+        print(f"inferslice bench docs: {err}", file=sys.stderr)
+        return 1
+    for s in stale:
+        print(f"{s.file}:{s.line}: {s.shown!r} -> {s.expected!r}  ({s.spec})")
+    verb = "stale" if args.check else "rewritten"
+    print(f"{seen} figures in {len(files)} files, {len(stale)} {verb}", file=sys.stderr)
+    return 1 if (args.check and stale) else 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.bench == "docs":
+        return _run_docs(args)
     if args.bench == "control":  # writes its own summary.json, plots and report.md into --out
         from inferslice.bench import control as control_bench
 
         return control_bench.run(args)
+    if args.bench == "corpus":  # writes windows.jsonl, seeds/ and generate.json into --out
+        from inferslice.bench import corpus_draws, corpus_gen
+
+        try:
+            seeds = corpus_draws.parse_seeds(args.seeds)
+        except ValueError as err:
+            raise ConfigError(str(err), "--seeds") from None
+        settings = corpus_gen.GenSettings()
+        if args.engine:
+            tier, _, engine = args.engine.partition("=")
+            if engine != "vllm" or not tier:
+                raise ConfigError(f"expected TIER=vllm, got {args.engine!r}", "--engine")
+            settings = corpus_gen.GenSettings(real_tier=tier, vllm_venv=args.vllm_venv)
+        meta = corpus_gen.generate(seeds, args.out, args.state_dir, args.topology, settings)
+        done = {s: v for s, v in meta["seeds"].items() if int(s) in seeds}
+        print(f"{len(done)} seeds, {sum(v['windows'] for v in done.values())} windows in {args.out / corpus_gen.WINDOWS_FILE}")
+        return 0
     if args.bench == "console":  # writes console.json and console.md into --out
         from inferslice.bench import console as console_bench
 

@@ -1,8 +1,9 @@
-"""``inferslice deploy``: Kubernetes manifests from the tiers file, and the exporter's pods-sync sidecar.
+"""``inferslice deploy``: Kubernetes manifests from the tiers file, and the exporter's two sidecars.
 
 inferslice deploy render --tiers FILE --out DIR     the Kustomize tree (base + overlays)
 inferslice deploy check DIR                         validate a rendered tree offline (schemas, policy)
 inferslice deploy pods-sync --node N --out FILE     (in-cluster) keep this node's pods in a file
+inferslice deploy ovsdb-proxy --listen S --upstream S   (on a node) read-only OVSDB for the non-root exporter
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from inferslice.errors import ConfigError
 from inferslice.topology import default_topology_path, topology_from_yaml
 
-HELP = "Kubernetes: render the Kustomize tree from the tiers file, check it, pods-sync sidecar"
+HELP = "Kubernetes: render the Kustomize tree from the tiers file, check it, the exporter's sidecars"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--node", required=True)
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--interval-s", type=float, default=5.0)
+    o = sub.add_parser("ovsdb-proxy", help="serve OVSDB read-only (selects) on a socket the non-root exporter can open")
+    o.add_argument("--listen", required=True, type=Path, help="the socket to create (in a volume shared with the exporter)")
+    o.add_argument("--upstream", type=Path, default=Path("/var/run/openvswitch/db.sock"), help="OVSDB's own socket")
 
 
 def _render(args: argparse.Namespace) -> int:
@@ -61,6 +65,20 @@ def _pods_sync(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ovsdb_proxy(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from inferslice.deploy.ovsdb_proxy import OvsdbProxy
+
+    logging.basicConfig(level=logging.INFO)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    OvsdbProxy(args.listen, args.upstream).serve_forever(stop)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
-    handlers = {"render": _render, "check": _check, "pods-sync": _pods_sync}
+    handlers = {"render": _render, "check": _check, "pods-sync": _pods_sync, "ovsdb-proxy": _ovsdb_proxy}
     return handlers[args.deploy_command](args)

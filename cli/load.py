@@ -22,7 +22,8 @@ from typing import Any
 from inferslice.common.netns import enter_netns
 from inferslice.errors import ConfigError, InputError
 from inferslice.records import RecordObserver
-from inferslice.testbed.loadgen import LoadConfig, WorkloadSpec, format_report, parse_goodput, run_load
+from inferslice.testbed.loadgen import LoadConfig, format_report, parse_goodput, run_load
+from inferslice.testbed.loadgen.workload import mix_spec
 
 HELP = "load generator: fixed-concurrency or Poisson streaming requests against a tier"
 
@@ -57,6 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data = parser.add_argument_group("dataset (vllm bench serve's options)")
     data.add_argument("--dataset-name", choices=["sharegpt-like", "random"], default="sharegpt-like",
                       help="sharegpt-like: ShareGPT-shaped lengths (default); random: uniform lengths as below")
+    data.add_argument("--mix", default="sharegpt-like", help="sharegpt-like lengths of a named mix: sharegpt-like (default), "
+                      "short-chat, long-generation, long-prompt")
     data.add_argument("--random-input-len", type=int, default=1024, help="random: prompt tokens (default 1024)")
     data.add_argument("--random-output-len", type=int, default=128, help="random: output tokens (default 128)")
     data.add_argument("--random-range-ratio", type=float, default=0.0,
@@ -116,8 +119,8 @@ def build_config(args: argparse.Namespace) -> LoadConfig:
         duration_s=args.duration_s, num_prompts=args.num_prompts, num_warmups=args.num_warmups, seed=args.seed,
         request_timeout_s=args.request_timeout_s, goodput=parse_goodput(args.goodput) if args.goodput else None,
         percentiles=percentiles or (99.0,), drain_timeout_s=args.drain_timeout_s, prompt_tokens_hint=args.prompt_tokens_hint,
-        workload=WorkloadSpec(dataset=args.dataset_name, random_input_len=args.random_input_len,
-                              random_output_len=args.random_output_len, random_range_ratio=args.random_range_ratio),
+        workload=mix_spec(args.mix, dataset=args.dataset_name, random_input_len=args.random_input_len,
+                          random_output_len=args.random_output_len, random_range_ratio=args.random_range_ratio),
         probe_server=not args.no_server_probe,
     )
 

@@ -74,8 +74,10 @@ def _status(args: argparse.Namespace) -> int:
             rate += f" (topology {_fmt_rate(w.nominal_capacity_bps)})"
         print(f"{w.name}: {rate}, {rtt}, buffer {w.buffer_s * 1e3:g} ms")
         for d in w.directions:
-            print(f"  {d.sender:>8} -> {d.receiver:<8} {d.forwarded_bytes / 1e6:9.2f} MB  dropped {d.dropped} "
-                  f"({d.dropped_full} buffer full)  in flight {d.queued_bytes} B")
+            print(
+                f"  {d.sender:>8} -> {d.receiver:<8} {d.forwarded_bytes / 1e6:9.2f} MB  dropped {d.dropped} "
+                f"({d.dropped_full} buffer full)  in flight {d.queued_bytes} B"
+            )
         for c in w.cross:
             print(f"  cross {c.id}: {c.protocol} {c.rate_bps / 1e6:g} Mbit/s {c.sender} -> {c.receiver} (port {c.port})")
     return 0

@@ -10,7 +10,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from inferslice.collectors.fields import SHARED_SLICE, FirstOf, Gauge, GpuJoin, HistogramMean, Matchers, Quantile, RateSum, Spec, WanPath
+from inferslice.collectors.fields import (
+    SHARED_SLICE,
+    FirstOf,
+    Gauge,
+    GpuJoin,
+    HistogramMean,
+    Increase,
+    Matchers,
+    Quantile,
+    RateSum,
+    Spec,
+    WanPath,
+)
 from inferslice.collectors.promfuncs import bucket_quantile, extrapolated_rate, parse_le
 from inferslice.collectors.store import SeriesStore
 
@@ -38,6 +50,9 @@ class Evaluator:
             return {s: _div(num[s], den[s]) for s in num.keys() & den.keys()}
         if isinstance(spec, RateSum):
             return {s: spec.scale * v for s, v in self.rate_sum(spec.counter, spec.matchers).items()}
+        if isinstance(spec, Increase):
+            # PromQL's increase() is rate() times the range: the same extrapolation.
+            return {s: v * self.window_s for s, v in self.rate_sum(spec.counter).items()}
         if isinstance(spec, Gauge):
             out = self.gauge(spec.agg, spec.metrics, spec.matchers)
             if spec.below is not None:

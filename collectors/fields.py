@@ -14,6 +14,9 @@ Choices worth knowing (the PromQL of each field is in ``render_promql``):
   Serve holds excess requests back at the router, so in the paper's setting those are the queue.
   Where only one of the two is exported, it alone is reported.
 - ``request_rate``: the SLO request counter, or the TTFT histogram's ``_count`` where that is absent.
+- ``request_count`` / ``tpot_request_count``: ``increase`` of the TTFT / TPOT histogram's ``_count``
+  over the window: the number of requests the window's quantiles rest on (Prometheus extrapolates
+  ``increase`` to the window's edges, so it need not be an integer).
 - ``gpu_utilization``: the mean utilisation of the distinct GPUs that host the slice (those with a
   positive ``inferslice_gpu_allocated_fraction`` for it), joined on ``(pop, gpu)``.
 - Quantiles follow Prometheus: no observations in the window -> ``None``; a rank in the ``+Inf``
@@ -56,6 +59,13 @@ class RateSum:
     counter: str
     matchers: Matchers = ()
     scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class Increase:
+    """``sum by (slice) (increase(counter[W]))``: the counter's growth over the window."""
+
+    counter: str
 
 
 @dataclass(frozen=True)
@@ -105,7 +115,7 @@ class FirstOf:
     options: tuple[Spec, ...]
 
 
-Spec = Quantile | HistogramMean | RateSum | Gauge | GpuJoin | WanPath | FirstOf
+Spec = Quantile | HistogramMean | RateSum | Increase | Gauge | GpuJoin | WanPath | FirstOf
 
 
 @dataclass(frozen=True)
@@ -133,6 +143,8 @@ def field_specs(settings: FieldSettings) -> dict[str, Spec]:
         "tpot_mean_s": HistogramMean(tpot),
         "output_tokens_per_s": RateSum(m.ENGINE_GENERATION_TOKENS),
         "request_rate": FirstOf((RateSum(m.SLO_TTFT_REQUESTS), RateSum(ttft + "_count"))),
+        "request_count": Increase(ttft + "_count"),
+        "tpot_request_count": Increase(tpot + "_count"),
         "link_rx_bps": RateSum(m.LINK_RECEIVE_BYTES, link, scale=8.0),
         "link_tx_bps": RateSum(m.LINK_TRANSMIT_BYTES, link, scale=8.0),
         "link_cap_bps": Gauge("min", (m.LINK_CAP_BPS,), (*link, ("direction", "receive")), below=settings.nominal_link_bps),
@@ -187,6 +199,8 @@ def render_promql(spec: Spec, slices: tuple[str, ...], window_s: float) -> str:
     if isinstance(spec, RateSum):
         expr = f"sum by (slice) (rate({_selector(spec.counter, sel, spec.matchers)}[{w}]))"
         return expr if spec.scale == 1.0 else f"{spec.scale:g} * {expr}"
+    if isinstance(spec, Increase):
+        return f"sum by (slice) (increase({_selector(spec.counter, sel)}[{w}]))"
     if isinstance(spec, Gauge):
         if len(spec.metrics) == 1:
             vec = _selector(spec.metrics[0], sel, spec.matchers)

@@ -49,13 +49,16 @@ class Check:
     expected_by_s: float
     delay_s: float  # how long after it takes effect the cause should have cleared
     applied: bool = False  # the shell marks it; unapplied (dry-run, pending approval) checks never judge
+    applied_s: float | None = None  # when it took effect (the shell marks it)
+    in_force_s: float | None = None  # when the tier first showed its value (replicas ready, the cap reported): windows judge it from then
+    replica: str | None = None  # a relocation's replica: the knob it turned
 
 
 @dataclass(frozen=True)
 class ControlEvent:
     at_s: float
     tier: str
-    kind: str  # at_ceiling | futile | effective | rollback | budget_exhausted | no_placement | measured
+    kind: str  # at_ceiling | effective | insufficient | ineffective | superseded | unjudged | held | budget_exhausted | measured | mode
     message: str
     cause: str | None = None
     action_id: str | None = None
@@ -80,7 +83,7 @@ class ControlState:
     last_waiting: float | None = None  # for arrivals = served + d(waiting)/dt while a queue hides demand
     last_window_s: float | None = None
     checks: tuple[Check, ...] = ()
-    futile: tuple[tuple[str, str], ...] = ()  # (cause, action kind) never repeated within this episode
+    ineffective: tuple[tuple[str, str], ...] = ()  # (cause, action kind) that did not help: never repeated within this episode
     at_ceiling: bool = False
     streaks: tuple[tuple[str, int], ...] = ()  # (regime, consecutive diagnosis windows it has been binding)
     streak_window_s: float | None = None  # the diagnosis window the streaks last counted
@@ -93,7 +96,7 @@ class ControlState:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["checks"] = [{**asdict(c), "kind": c.kind.value} for c in self.checks]
-        out["futile"] = [list(f) for f in self.futile]
+        out["ineffective"] = [list(f) for f in self.ineffective]
         out["streaks"] = [list(x) for x in self.streaks]
         return out
 
@@ -114,7 +117,8 @@ def control_state_from_dict(data: Mapping[str, Any]) -> ControlState:
         last_waiting=data.get("last_waiting"),
         last_window_s=data.get("last_window_s"),
         checks=tuple(Check(**{**c, "kind": ActionKind(c["kind"])}) for c in data.get("checks", [])),
-        futile=tuple((str(a), str(b)) for a, b in data.get("futile", [])),
+        # "futile": what a trail written before the outcome names changed calls it
+        ineffective=tuple((str(a), str(b)) for a, b in data.get("ineffective", data.get("futile", []))),
         at_ceiling=bool(data.get("at_ceiling", False)),
         streaks=tuple((str(r), int(n)) for r, n in data.get("streaks", [])),
         streak_window_s=data.get("streak_window_s"),
@@ -130,7 +134,9 @@ def mark_applied(state: ControlState, action_id: str, applied_s: float) -> Contr
     """The shell applied ``action_id`` at ``applied_s``: arm its outcome check from then on (an
     action approved late is judged from when it took effect, not from when it was proposed)."""
     checks = tuple(
-        replace(c, expected_by_s=applied_s + c.delay_s, applied=True) if c.action_id == action_id and not c.applied else c
+        replace(c, expected_by_s=applied_s + c.delay_s, applied=True, applied_s=applied_s)
+        if c.action_id == action_id and not c.applied
+        else c
         for c in state.checks
     )
     scaling = any(c.action_id == action_id and c.kind is ActionKind.SET_REPLICAS for c in state.checks)

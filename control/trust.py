@@ -30,7 +30,7 @@ from dataclasses import replace
 from inferslice.actions import ActionKind
 from inferslice.control.settings import ControlSettings
 from inferslice.control.state import ControlState, SliceState
-from inferslice.diagnosis import Diagnosis, Regime
+from inferslice.diagnosis import BINDING_REGIMES, Diagnosis, Regime
 
 CAP_MATCH = 0.05  # a reported cap within 5 % of the actuated one is that cap (HTB rounds its rates)
 
@@ -43,13 +43,28 @@ def link_pinned(ss: SliceState, ratio: float) -> bool:
     return cap is not None and cap > 0 and rx is not None and rx >= ratio * cap
 
 
+def named(diagnosis: Diagnosis | None, s: ControlSettings) -> set[Regime]:
+    """The binding resources a verdict names at ``min_confidence`` or more, primary or secondary, also
+    under an ``unknown`` primary (which acts on nothing): evidence of a binding resource all the same."""
+    if diagnosis is None or diagnosis.confidence < s.min_confidence:
+        return set()
+    return {r for r in (diagnosis.regime, *diagnosis.secondary) if r in BINDING_REGIMES}
+
+
+def network_only(diagnosis: Diagnosis | None, s: ControlSettings) -> bool:
+    """The network is the only binding resource the verdict names: never replicas, not even from the forecast."""
+    return named(diagnosis, s) == {Regime.NETWORK_LIMITED}
+
+
 def track(
     st: ControlState, diagnosis: Diagnosis | None, binding: set[Regime], ss: SliceState, s: ControlSettings, now_s: float
 ) -> ControlState:
     """Count consecutive windows per binding regime (one count per diagnosis window, however often
-    the controller steps) and remember when the network last showed binding."""
+    the controller steps) and remember when the network last showed binding: pinned at its cap, or
+    named by a verdict (``named``: an unknown primary with a network secondary counts, or a forecast
+    could pre-scale in the one window the classifier was unsure which resource came first)."""
     seen = st.network_seen_s
-    if Regime.NETWORK_LIMITED in binding or link_pinned(ss, s.link_pinned_ratio):
+    if Regime.NETWORK_LIMITED in binding or Regime.NETWORK_LIMITED in named(diagnosis, s) or link_pinned(ss, s.link_pinned_ratio):
         seen = now_s
     if any(r.state == "ready" and r.gpu_share < s.contended_share for r in ss.replicas):
         st = replace(st, contended_seen_s=now_s)
@@ -75,7 +90,9 @@ def cap_unseen(diagnosis: Diagnosis | None, ss: SliceState, st: ControlState, wi
     end = diagnosis.window_end_s if diagnosis is not None else None
     if end is None:
         return False
-    return any(c.kind is ActionKind.SET_CAP and c.applied and end - window_s < c.expected_by_s - c.delay_s for c in st.checks)
+    # The window is the snapshot's own (the API's loop reads 8 s windows every 2 s), the settings' only without one.
+    length = snap.window_s if snap is not None and snap.window_s else window_s
+    return any(c.kind is ActionKind.SET_CAP and c.applied and end - length < c.expected_by_s - c.delay_s for c in st.checks)
 
 
 def streak(st: ControlState, regime: Regime) -> int:

@@ -16,23 +16,48 @@ from __future__ import annotations
 
 from inferslice.actions import Action, ActionKind
 from inferslice.control.placement import destinations
+from inferslice.control.remedies.base import N, Proposal, Step, cold_start_s, held_event
 from inferslice.control.settings import ControlSettings, TierPolicy
-from inferslice.control.state import SliceState
-from inferslice.control.trust import link_pinned
-from inferslice.diagnosis import Regime
+from inferslice.control.state import ControlEvent, SliceState
+from inferslice.control.trust import link_pinned, streak
+from inferslice.diagnosis import Diagnosis, NetworkCause, Regime
 
 
-def wan_bound(ss: SliceState, s: ControlSettings) -> bool:
-    """A network verdict is the WAN's: a WAN link the tier's traffic crosses reads slowed past its
-    declared RTT or full, and its client edge is not pinned at a cap (a cap raise would give
+def wan_bound(diagnosis: Diagnosis | None, ss: SliceState, s: ControlSettings) -> bool:
+    """A network verdict is the WAN's: the diagnosis names a WAN link or delay as the network cause;
+    from a producer that names none, a WAN link the tier's traffic crosses reads slowed past its
+    declared RTT or full while its client edge is not pinned at a cap (a cap raise would give
     bandwidth the streams cannot reach)."""
+    cause = diagnosis.network_cause if diagnosis is not None else None
+    if cause is not None:
+        return cause in (NetworkCause.WAN_LINK, NetworkCause.WAN_DELAY)
     snap = ss.snapshot
     if snap is None or link_pinned(ss, s.link_pinned_ratio):
         return False
-    slowed = snap.wan_rtt_s is not None and snap.wan_base_rtt_s is not None and snap.wan_rtt_s - snap.wan_base_rtt_s >= s.wan_excess_s
+    rtt, base = snap.wan_rtt_s, snap.wan_base_rtt_s
+    slowed = rtt is not None and base is not None and rtt - base >= s.wan_excess_s
     rx, capacity = snap.wan_rx_bps, snap.wan_capacity_bps
     full = rx is not None and capacity is not None and capacity > 0 and rx >= s.link_pinned_ratio * capacity
     return slowed or full
+
+
+def wan_remedy(step: Step, decided: frozenset[ActionKind]) -> Proposal:
+    """After two windows of the verdict, one move off the most slowed path; never a cap raise or replicas."""
+    out = Proposal()
+    p, ss, st, s, now = step.p, step.ss, step.st, step.p.settings, step.now_s
+    if not ss.relocatable or (N.value, ActionKind.RELOCATE.value) in step.ineffective or ActionKind.RELOCATE in decided:
+        return out
+    if streak(st, N) < s.persist_windows:
+        ev = held_event(step, N, "a WAN link reads slowed in one window: a move waits for a second")
+        out.events += [ev] if ev is not None else []
+        out.holding = True
+        return out
+    act, why_not = relocate_off_path(p, ss, now, cold_start_s(st, p) + 2 * s.window_s)
+    if act is not None:
+        out.actions.append(act)
+    elif streak(st, N) == s.persist_windows:  # said once per episode
+        out.events.append(ControlEvent(now, p.tier, "no_placement", f"WAN path slowed: {why_not}", N.value))
+    return out
 
 
 def slowed_pops(ss: SliceState, s: ControlSettings) -> set[str]:

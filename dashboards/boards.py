@@ -263,13 +263,31 @@ def tier_dashboard(topology: Topology, tier: Tier, api_url: str) -> dict[str, An
             [
                 Query(q.regime_active(s), instant=True, table=True),
                 Query(f"max by (slice) ({m.DIAGNOSIS_CONFIDENCE}{{{s}}})", instant=True, table=True),
+                Query(f"max by (slice) ({m.DIAGNOSIS_REQUESTS}{{{s}}})", instant=True, table=True),
             ],
             p.STATE,
             w=6,
             links=[("Diagnosis API", api)],
-            description="Regime now (value 1) and the classifier's confidence; the evidence is in the API's JSON.",
+            description="Regime now (value 1), the classifier's calibrated confidence (a verdict below 0.6 is a hint) "
+            "and the requests the window's quantiles rest on; the evidence is in the API's JSON.",
         ),
         p.text("Evidence", evidence, w=6),
+        p.timeseries(
+            "Diagnosis confidence",
+            [Query(f"max by (slice) ({m.DIAGNOSIS_CONFIDENCE}{{{s}}})", "confidence")],
+            p.RATIO,
+            w=12,
+            description="Calibrated: of the windows diagnosed at confidence c, a fraction c was right on the corpus's "
+            "test seeds. Below 0.6 the verdict is a hint (a field it rests on is missing, or too few requests).",
+        ),
+        p.timeseries(
+            "Requests per diagnosed window",
+            [Query(f"max by (slice) ({m.DIAGNOSIS_REQUESTS}{{{s}}})", "requests")],
+            p.COUNT,
+            w=12,
+            description="Requests whose first token the window saw: the sample its TTFT quantiles rest on. "
+            "A P99 needs hundreds; below the bound in docs/diagnosis.md the verdict is low-confidence.",
+        ),
         p.row("Where the latency goes"),
         *(
             p.timeseries(
@@ -404,34 +422,55 @@ def control() -> dict[str, Any]:
             "Pending approvals (1h)",
             [Query(f"sum by (slice) (increase({act}{{{outcome(q.OUTCOME_PENDING)}}}[1h]))", "{{slice}}")],
             p.COUNT,
-            w=6,
+            w=4,
             description="Actions that entered the approval queue in the last hour.",
         ),
-        p.stat("Applied (1h)", [Query(f"sum by (slice) (increase({act}{{{outcome(q.OUTCOME_APPLIED)}}}[1h]))", "{{slice}}")], p.COUNT, w=6),
+        p.stat("Applied (1h)", [Query(f"sum by (slice) (increase({act}{{{outcome(q.OUTCOME_APPLIED)}}}[1h]))", "{{slice}}")], p.COUNT, w=4),
         p.stat(
-            "Futile (1h)",
-            [Query(f"sum by (slice) (increase({act}{{{outcome(q.OUTCOME_FUTILE)}}}[1h]))", "{{slice}}")],
+            "Effective (1h)",
+            [Query(f"sum by (slice) (increase({act}{{{outcome(q.OUTCOME_EFFECTIVE)}}}[1h]))", "{{slice}}")],
             p.COUNT,
-            w=6,
-            description="Applied without changing the regime (for example replicas added to a network-limited tier).",
+            w=4,
+            description="Judged on a window measured under the action: its cause no longer binds.",
         ),
         p.stat(
-            "Futile share (1h)",
+            "Insufficient (1h)",
+            [Query(f"sum by (slice) (increase({act}{{{outcome(q.OUTCOME_INSUFFICIENT)}}}[1h]))", "{{slice}}")],
+            p.COUNT,
+            w=4,
+            description="The right remedy, too little: the cause still bound at its value, or a further step followed it.",
+        ),
+        p.stat(
+            "Ineffective (1h)",
+            [Query(f"sum by (slice) (increase({act}{{{outcome(q.OUTCOME_INEFFECTIVE)}}}[1h]))", "{{slice}}")],
+            p.COUNT,
+            w=4,
+            description="Measured under it, the cause still bound and it did not help (a cap the link left unused); rolled back if safe.",
+        ),
+        p.stat(
+            "Ineffective share (1h)",
             [
                 Query(
-                    f"sum by (slice) (increase({act}{{{outcome(q.OUTCOME_FUTILE)}}}[1h])) / "
+                    f"sum by (slice) (increase({act}{{{outcome(q.OUTCOME_INEFFECTIVE)}}}[1h])) / "
                     f"sum by (slice) (increase({act}{{{outcome(q.OUTCOME_APPLIED)}}}[1h]))",
                     "{{slice}}",
                 )
             ],
             p.RATIO,
-            w=6,
+            w=4,
         ),
         p.timeseries(
-            "Applied and futile actions",
+            "Applied actions and their verdicts",
             [
                 Query(f"sum by (slice, kind) (increase({act}{{{outcome(o)}}}[{RI}]))", f"{{{{slice}}}} {{{{kind}}}} {o}")
-                for o in (q.OUTCOME_APPLIED, q.OUTCOME_FUTILE, q.OUTCOME_REJECTED, q.OUTCOME_FAILED)
+                for o in (
+                    q.OUTCOME_APPLIED,
+                    q.OUTCOME_EFFECTIVE,
+                    q.OUTCOME_INSUFFICIENT,
+                    q.OUTCOME_INEFFECTIVE,
+                    q.OUTCOME_REJECTED,
+                    q.OUTCOME_FAILED,
+                )
             ],
             p.COUNT,
             w=12,
@@ -456,7 +495,7 @@ def control() -> dict[str, Any]:
         variables=[_slice_var()],
         annotations=[_actions_annotation(s)],
         tags=("inferslice", "control"),
-        description="The control loop's decisions, approvals, applied and futile actions.",
+        description="The control loop's decisions, approvals, applied actions and their verdicts (effective, insufficient, ineffective).",
     )
 
 

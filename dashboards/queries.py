@@ -19,8 +19,9 @@ QUANTILE_WINDOWS: tuple[str, ...] = ("1m", "5m")
 QUANTILES: tuple[float, ...] = (0.5, 0.99)
 
 # Outcomes of inferslice_control_actions_total{outcome}: the vocabulary's (``inferslice.actions``).
-OUTCOME_APPLIED, OUTCOME_PENDING, OUTCOME_FUTILE = a.OUTCOME_APPLIED, a.OUTCOME_PENDING, a.OUTCOME_FUTILE
+OUTCOME_APPLIED, OUTCOME_PENDING = a.OUTCOME_APPLIED, a.OUTCOME_PENDING
 OUTCOME_REJECTED, OUTCOME_FAILED = a.OUTCOME_REJECTED, a.OUTCOME_FAILED
+OUTCOME_EFFECTIVE, OUTCOME_INSUFFICIENT, OUTCOME_INEFFECTIVE = a.OUTCOME_EFFECTIVE, a.OUTCOME_INSUFFICIENT, a.OUTCOME_INEFFECTIVE
 BINDING_REGIMES: tuple[str, ...] = ("queue_limited", "network_limited", "compute_limited")
 
 # Vantage label of the latency recording rules: where the latency was measured.

@@ -368,7 +368,8 @@ class Fault:
     ``hold_before``/``hold_after``: block until the event is set, before the request is processed
     (it arrives late) or after (it was processed; the answer arrives late); ``delay_before_s`` /
     ``delay_after_s``: the same for a fixed time; ``drop``: never processed, the connection closes
-    without an answer once the hold (if any) ends (a partition). ``times``: how many requests it
+    without an answer once the hold (if any) ends (a partition); ``answer``: not processed, answered
+    with this error instead (a 429 or 5xx of an overloaded server). ``times``: how many requests it
     applies to (None: all); ``seen`` counts them."""
 
     match: Callable[[Call], bool]
@@ -377,6 +378,7 @@ class Fault:
     delay_before_s: float = 0.0
     delay_after_s: float = 0.0
     drop: bool = False
+    answer: ApiError | None = None
     times: int | None = None
     seen: int = 0
     entered: threading.Event = field(default_factory=threading.Event)  # set when a matching request arrived
@@ -463,8 +465,10 @@ class _Handler(BaseHTTPRequestHandler):
         srv = self.server
         call: Call | None = None
         try:
-            auth = self.headers.get("Authorization") or ""
-            token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
+            scheme, _, credentials = (self.headers.get("Authorization") or "").strip().partition(" ")
+            token = (
+                credentials.strip() if scheme.lower() == "bearer" else None
+            )  # the scheme is case-insensitive, as kube-apiserver reads it
             user = ADMIN if token == srv.token else srv.users.get(token or "")
             if user is None:
                 raise ApiError(401, "Unauthorized", "Unauthorized")
@@ -477,6 +481,8 @@ class _Handler(BaseHTTPRequestHandler):
                 _wait(fault.hold_before, fault.delay_before_s)
                 if fault.drop:
                     raise _Drop
+                if fault.answer is not None:
+                    raise fault.answer
             if (
                 user != ADMIN
                 and srv.rbac_objects is not None

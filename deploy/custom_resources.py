@@ -8,7 +8,7 @@ and the CR half re-validates through the same model, so the two views cannot dri
 
 ``SliceAction`` mirrors ``inferslice.actions.Action``: ``spec`` is the action (absolute target,
 idempotency id) and its cause; ``status.phase`` walks Pending -> Approved -> (Applying ->
-InProgress ->) Applied, ending Futile when the outcome check says so or RolledBack once its
+InProgress ->) Applied, ending Ineffective when the outcome check says so or RolledBack once its
 rollback is applied, or Rejected by an operator; Failed, DryRun and Refused (by a guardrail, or by a
 later leadership term: ``status.fencingToken`` names the term that owns an action) are the
 controller's other ends, so the objects are its whole audit trail (service/controller/audit_cr.py). Approve mode is
@@ -42,7 +42,7 @@ class Phase(enum.StrEnum):
     PENDING = "Pending"
     APPROVED = "Approved"
     APPLIED = "Applied"
-    FUTILE = "Futile"
+    INEFFECTIVE = "Ineffective"  # applied, and the outcome check found it did not help
     ROLLED_BACK = "RolledBack"
     REJECTED = "Rejected"
     APPLYING = "Applying"  # apply started; a controller taking over applies it again (idempotent by id)
@@ -59,8 +59,8 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
     Phase.APPROVED: frozenset({Phase.APPLIED, Phase.REJECTED, Phase.APPLYING, Phase.FAILED, Phase.REFUSED}),
     Phase.APPLYING: frozenset({Phase.APPLIED, Phase.APPROVED, Phase.IN_PROGRESS, Phase.FAILED, Phase.REFUSED}),  # APPROVED: retry
     Phase.IN_PROGRESS: frozenset({Phase.APPLIED, Phase.APPROVED, Phase.FAILED, Phase.REFUSED}),
-    Phase.APPLIED: frozenset({Phase.FUTILE, Phase.ROLLED_BACK}),
-    Phase.FUTILE: frozenset({Phase.ROLLED_BACK}),
+    Phase.APPLIED: frozenset({Phase.INEFFECTIVE, Phase.ROLLED_BACK}),
+    Phase.INEFFECTIVE: frozenset({Phase.ROLLED_BACK}),
     Phase.ROLLED_BACK: frozenset(),
     Phase.REJECTED: frozenset(),
     Phase.FAILED: frozenset(),

@@ -6,7 +6,16 @@ Two namespaces, because Pod Security admission is per namespace: the API and the
 ``inferslice-system`` under the ``restricted`` profile; the exporter needs the host's network
 namespace, the OVSDB socket and the host PID table (which GPU process belongs to which pod), which
 only the ``privileged`` profile admits, so it runs alone in ``inferslice-node``. It is still not a
-privileged container: every capability is dropped (see ``EXPORTER_CAPABILITIES``).
+privileged container, nor root: it runs as uid 10001 with every capability dropped (see
+``EXPORTER_NEEDS``); the one thing that needs uid 0, OVSDB's root-owned socket, is reached through
+a read-only proxy sidecar (``deploy/ovsdb_proxy.py``), uid 0 with every capability dropped too.
+
+Least privilege and exposure: only a pod whose code calls the apiserver mounts a ServiceAccount
+token (the controller; in the exporter's pod only the pods-sync sidecar, through a projected
+volume); the roles grant exactly what each component's code calls (``rbac.PERMISSIONS``, checked
+against the calls recorded through the apiserver stand-in); NetworkPolicies
+(``network_policies.py``) deny ingress by default; the exporter has its own PriorityClass (a
+``system-*`` class outside kube-system is what clusters that limit priority-class use refuse).
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ import yaml
 from inferslice.dashboards import alertmanager, boards, rules
 from inferslice.topology import Topology
 
-from . import rbac
+from . import network_policies, rbac
 from .rbac import Component, service_account
 from .tiers import POP_LABEL, queue_name, subnet_name
 
@@ -38,6 +47,11 @@ ALERTMANAGER_TOKEN_FILE = f"/etc/alertmanager/secrets/{TOKEN_SECRET}/{TOKEN_KEY}
 PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"  # the Prometheus Operator's default Service
 PODS_FILE = "/run/inferslice/pods.json"
 OVSDB_SOCKET_DIR = "/var/run/openvswitch"
+OVSDB_PROXY_DIR = "/run/inferslice-ovsdb"  # an emptyDir shared by the exporter and its OVSDB proxy
+SA_TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"  # where the kubernetes client's in-cluster config looks
+PRIORITY_CLASS = "inferslice-node-critical"
+PRIORITY_VALUE = 1_000_000  # above workloads' default 0, below user classes' ceiling 1e9 and the system classes (2e9)
+NONROOT_UID = 10001
 DASHBOARD_LABEL = "grafana_dashboard"  # the Grafana sidecar's default label (kube-prometheus-stack)
 PART_OF = {"app.kubernetes.io/part-of": "inferslice"}
 SA_NAMESPACES = {Component.API: PLATFORM_NS, Component.CONTROLLER: PLATFORM_NS, Component.EXPORTER: NODE_NS}
@@ -46,11 +60,13 @@ SA_NAMESPACES = {Component.API: PLATFORM_NS, Component.CONTROLLER: PLATFORM_NS, 
 EXPORTER_CAPABILITIES: dict[str, str] = {}
 EXPORTER_NEEDS: dict[str, str] = {
     "netlink RTM_GETSTATS / RTM_GETTCLASS dumps (link counters, HTB classes)": (
-        "read-only netlink requests need no CAP_NET_ADMIN; hostNetwork puts the socket in the host's namespace,"
-        " where Kube-OVN's veths and OVS QoS classes are"
+        "the kernel checks CAP_NET_ADMIN only for rtnetlink requests that change something, not for dumps (tested: uid 65534,"
+        " no capability, in a namespace the test made); hostNetwork puts the socket in the host's namespace, where Kube-OVN's"
+        " veths and OVS QoS classes are"
     ),
-    "OVSDB (Interface statistics, QoS) over /var/run/openvswitch/db.sock": (
-        "the socket is owned by uid 0 and the container runs as uid 0 with all capabilities dropped: owner permission, no CAP_DAC_OVERRIDE"
+    "OVSDB (Interface statistics, QoS)": (
+        "through the ovsdb-proxy sidecar's socket (mode 0666 in an emptyDir only this pod mounts), which forwards selects only;"
+        " the proxy alone runs as uid 0, all capabilities dropped: OVSDB's socket is root's, owner permission, no CAP_DAC_OVERRIDE"
     ),
     "NVML (power, utilisation, per-process memory)": "device nodes come from the NVIDIA runtime (NVIDIA_VISIBLE_DEVICES), not a capability",
     "GPU process -> pod (/proc/<pid>/cgroup)": "hostPID; /proc/<pid>/cgroup is world-readable, so no CAP_SYS_PTRACE",
@@ -104,7 +120,7 @@ def exporter_config(topology: Topology, pop: str) -> dict[str, Any]:
         "network": {
             "registry": False,
             "ovs": {
-                "socket": f"{OVSDB_SOCKET_DIR}/db.sock",
+                "socket": f"{OVSDB_PROXY_DIR}/db.sock",
                 "pop": pop,
                 "pods_file": PODS_FILE,
                 "subnets": {subnet_name(topology, t): t.name for t in topology.tiers},
@@ -120,18 +136,57 @@ def exporter_config(topology: Topology, pop: str) -> dict[str, Any]:
     }
 
 
+def uses_api_token(component: Component) -> bool:
+    """Whether the component's code calls the apiserver (it then holds permissions in rbac.PERMISSIONS)."""
+    return any(p.component == component for p in rbac.PERMISSIONS)
+
+
 def service_accounts() -> list[dict[str, Any]]:
     out = []
     for component, ns in ((Component.API, PLATFORM_NS), (Component.CONTROLLER, PLATFORM_NS), (Component.EXPORTER, NODE_NS)):
-        out.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(service_account(component), ns, _app(component.value))})
+        sa: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": _meta(service_account(component), ns, _app(component.value)),
+        }
+        # The exporter's token is projected into its pods-sync sidecar only; the API calls no Kubernetes API at all.
+        sa["automountServiceAccountToken"] = component == Component.CONTROLLER
+        out.append(sa)
     return out
+
+
+def priority_class() -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": _meta(PRIORITY_CLASS, None),
+        "value": PRIORITY_VALUE,
+        "globalDefault": False,
+        "preemptionPolicy": "PreemptLowerPriority",  # a node's exporter must run on it even when the node is full
+        "description": "InferSlice's per-node exporter: above workloads, below the system classes",
+    }
+
+
+def _token_volume() -> tuple[dict[str, Any], dict[str, Any]]:
+    """What automountServiceAccountToken would mount, as a projected volume for one container."""
+    volume = {
+        "name": "kube-api-access",
+        "projected": {
+            "sources": [
+                {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
+            ]
+        },
+    }
+    return volume, {"name": "kube-api-access", "mountPath": SA_TOKEN_DIR, "readOnly": True}
 
 
 def _resources(cpu: str, memory: str, cpu_limit: str | None = None) -> dict[str, Any]:
     return {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu_limit or cpu, "memory": memory}}
 
 
-def _restricted(uid: int = 10001) -> dict[str, Any]:
+def _restricted(uid: int = NONROOT_UID) -> dict[str, Any]:
     return {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
@@ -157,7 +212,7 @@ def _volume_topology() -> tuple[dict[str, Any], dict[str, Any]]:
 def _pod_spec(component: Component, containers: list[dict[str, Any]], volumes: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     return {
         "serviceAccountName": service_account(component),
-        "automountServiceAccountToken": True,
+        "automountServiceAccountToken": uses_api_token(component),
         "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": 10001},
         "containers": containers,
         "volumes": volumes,
@@ -180,6 +235,7 @@ def _deployment(name: str, component: Component, replicas: int, spec: dict[str, 
 
 
 def api_args() -> list[str]:
+    # The Prometheus URL comes from the container's env (PROMETHEUS_URL), which an overlay patches by name.
     return [
         "api",
         "--host",
@@ -195,7 +251,7 @@ def api_args() -> list[str]:
         "--source",
         "prometheus",
         "--prometheus-url",
-        PROMETHEUS_URL,
+        "$(PROMETHEUS_URL)",
     ]
 
 
@@ -205,6 +261,7 @@ def api_deployment() -> dict[str, Any]:
         "name": "api",
         "image": IMAGE,
         "args": api_args(),
+        "env": [{"name": "PROMETHEUS_URL", "value": PROMETHEUS_URL}],
         "ports": [{"name": "http", "containerPort": API_PORT}],
         "readinessProbe": _probe("/readyz", "http", 5),
         "livenessProbe": _probe("/healthz", "http"),
@@ -276,34 +333,39 @@ def controller_deployment() -> dict[str, Any]:
 def exporter_daemonset(topology: Topology, pop: str) -> dict[str, Any]:
     labels = {**_app(Component.EXPORTER.value), POP_LABEL: pop}
     node_env = [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
-    exporter_sc = {
-        "privileged": False,
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        # uid 0 only for the OVSDB socket's owner permission; no capability is kept.
-        "runAsNonRoot": False,
-        "runAsUser": 0,
-        "capabilities": {"drop": ["ALL"], "add": sorted(EXPORTER_CAPABILITIES)},
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
+    # hostNetwork: the pod's IP is the node's; listening there only, not on every host interface.
+    pod_ip = [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
     exporter = {
         "name": "exporter",
         "image": IMAGE,
-        "args": ["exporter", "--config", "/etc/inferslice/exporter/exporter.yaml", "--host", "0.0.0.0", "--port", str(EXPORTER_PORT)],
-        "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"}],
+        "args": ["exporter", "--config", "/etc/inferslice/exporter/exporter.yaml", "--host", "$(POD_IP)", "--port", str(EXPORTER_PORT)],
+        "env": [*pod_ip, {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"}],
         "ports": [{"name": "metrics", "containerPort": EXPORTER_PORT}],
         # A TCP probe: an HTTP one would cost a full scrape each period.
         "readinessProbe": {"tcpSocket": {"port": "metrics"}, "periodSeconds": 10},
         "livenessProbe": {"tcpSocket": {"port": "metrics"}, "periodSeconds": 20},
         "resources": _resources("100m", "128Mi", "500m"),
-        "securityContext": exporter_sc,
+        "securityContext": _restricted(),  # uid 10001, no capability: see EXPORTER_NEEDS
         "volumeMounts": [
             {"name": "topology", "mountPath": "/etc/inferslice/topology.yaml", "subPath": "topology.yaml", "readOnly": True},
             {"name": "exporter-config", "mountPath": "/etc/inferslice/exporter", "readOnly": True},
-            {"name": "ovs-run", "mountPath": OVSDB_SOCKET_DIR, "readOnly": True},
+            {"name": "ovsdb", "mountPath": OVSDB_PROXY_DIR, "readOnly": True},  # connecting to a socket is not a write to the mount
             {"name": "pods", "mountPath": "/run/inferslice", "readOnly": True},
         ],
     }
+    ovsdb_proxy = {
+        "name": "ovsdb-proxy",
+        "image": IMAGE,
+        "args": ["deploy", "ovsdb-proxy", "--listen", f"{OVSDB_PROXY_DIR}/db.sock", "--upstream", f"{OVSDB_SOCKET_DIR}/db.sock"],
+        "resources": _resources("20m", "64Mi", "200m"),
+        # uid 0 for the owner permission on OVSDB's root-owned socket; no capability, so no CAP_DAC_OVERRIDE either.
+        "securityContext": {**_restricted(0), "runAsNonRoot": False},
+        "volumeMounts": [
+            {"name": "ovs-run", "mountPath": OVSDB_SOCKET_DIR, "readOnly": True},
+            {"name": "ovsdb", "mountPath": OVSDB_PROXY_DIR},
+        ],
+    }
+    token_volume, token_mount = _token_volume()
     pods_sync = {
         "name": "pods-sync",
         "image": IMAGE,
@@ -311,13 +373,15 @@ def exporter_daemonset(topology: Topology, pop: str) -> dict[str, Any]:
         "env": node_env,
         "resources": _resources("20m", "64Mi", "200m"),
         "securityContext": _restricted(),
-        "volumeMounts": [{"name": "pods", "mountPath": "/run/inferslice"}],
+        "volumeMounts": [{"name": "pods", "mountPath": "/run/inferslice"}, token_mount],  # the pod's only API token
     }
     volumes = [
         {"name": "topology", "configMap": {"name": "inferslice-topology"}},
         {"name": "exporter-config", "configMap": {"name": f"inferslice-exporter-{pop}"}},
         {"name": "ovs-run", "hostPath": {"path": OVSDB_SOCKET_DIR, "type": "Directory"}},
+        {"name": "ovsdb", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
         {"name": "pods", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+        token_volume,
     ]
     affinity = {
         "nodeAffinity": {
@@ -328,13 +392,15 @@ def exporter_daemonset(topology: Topology, pop: str) -> dict[str, Any]:
     }
     spec = {
         "serviceAccountName": service_account(Component.EXPORTER),
+        "automountServiceAccountToken": False,  # projected into pods-sync only
         "hostNetwork": True,
         "hostPID": True,
         "dnsPolicy": "ClusterFirstWithHostNet",
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "affinity": affinity,
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-        "priorityClassName": "system-node-critical",
-        "containers": [exporter, pods_sync],
+        "priorityClassName": PRIORITY_CLASS,
+        "containers": [exporter, ovsdb_proxy, pods_sync],
         "volumes": volumes,
     }
     return {
@@ -347,6 +413,12 @@ def exporter_daemonset(topology: Topology, pop: str) -> dict[str, Any]:
             "template": {"metadata": {"labels": labels}, "spec": spec},
         },
     }
+
+
+def network_policy_objects(peers: network_policies.Peers | None = None) -> list[dict[str, Any]]:
+    """Default-deny ingress in both namespaces, then the API, controller and exporter from their peers."""
+    labels = (_app(Component.API.value), _app(Component.CONTROLLER.value), _app(Component.EXPORTER.value))
+    return network_policies.policies(PLATFORM_NS, NODE_NS, *labels, peers)
 
 
 def services() -> list[dict[str, Any]]:
@@ -442,6 +514,7 @@ def alertmanager_secret(topology: Topology) -> dict[str, Any]:
 def platform_objects(topology: Topology, tiers_yaml: str) -> list[dict[str, Any]]:
     objs: list[dict[str, Any]] = [*namespaces(), *topology_configmaps(tiers_yaml), *service_accounts()]
     objs += rbac.roles(topology, PLATFORM_NS, SA_NAMESPACES)["platform"]
+    objs += [priority_class(), *network_policy_objects()]
     for pop in topology.pops:
         objs.append(_configmap(f"inferslice-exporter-{pop.name}", NODE_NS, {"exporter.yaml": _dump(exporter_config(topology, pop.name))}))
         objs.append(exporter_daemonset(topology, pop.name))

@@ -1,7 +1,10 @@
 """Policy checks over rendered objects (pure): every container has requests and limits, nothing is
-privileged, every added capability is documented, host namespaces only where documented, the API
-and controller are hardened (non-root, read-only root, seccomp RuntimeDefault, probes), RBAC has
-no wildcard and grants exactly the declared permissions.
+privileged, every added capability is documented, host namespaces only where documented, every
+platform container but the OVSDB proxy is hardened (non-root, read-only root, seccomp
+RuntimeDefault; Deployments with probes), a ServiceAccount token only in pods whose component calls
+the apiserver, no ``system-*`` priority class outside kube-system, a default-deny ingress
+NetworkPolicy in each platform namespace, RBAC without wildcards granting exactly the declared
+permissions.
 
 ``violations(objects)`` returns one line per broken rule (empty: the objects pass).
 """
@@ -72,13 +75,52 @@ def _workload_checks(obj: Mapping[str, Any]) -> list[str]:
             out.append(f"{where}: {', '.join(host)} outside {platform.NODE_NS}")
         exporter = namespace == platform.NODE_NS
         for c in pod.get("containers", []):
-            # The exporter's own container runs as uid 0 (documented); its sidecar is hardened.
-            hardened = platform_workload and not (exporter and c["name"] == "exporter")
+            # Only the exporter's OVSDB proxy runs as uid 0 (documented in EXPORTER_NEEDS); every other container is hardened.
+            hardened = platform_workload and not (exporter and c["name"] == "ovsdb-proxy")
             out += _container_checks(where, pod, c, hardened)
             if platform_workload and obj["kind"] == "Deployment":
                 for probe in ("readinessProbe", "livenessProbe"):
                     if probe not in c:
                         out.append(f"{where}/{c['name']}: no {probe}")
+        if platform_workload:
+            out += _token_checks(where, pod)
+        priority = pod.get("priorityClassName", "")
+        if priority.startswith("system-") and namespace != "kube-system":
+            out.append(f"{where}: priorityClassName {priority} outside kube-system (clusters that limit priority classes refuse it)")
+    return out
+
+
+def _token_checks(where: str, pod: dict[str, Any]) -> list[str]:
+    """A ServiceAccount token only in a pod whose component calls the apiserver, and then only where used."""
+    components = {rbac.service_account(c): c for c in rbac.Component}
+    component = components.get(pod.get("serviceAccountName", ""))
+    projected = [
+        v["name"] for v in pod.get("volumes", []) if any("serviceAccountToken" in s for s in v.get("projected", {}).get("sources", []))
+    ]
+    mounts = pod.get("automountServiceAccountToken", True) is not False or projected
+    if component is None:
+        return [f"{where}: serviceAccountName {pod.get('serviceAccountName')!r} is not a platform component's"]
+    if mounts and not platform.uses_api_token(component):
+        return [f"{where}: mounts a ServiceAccount token, but {component.value} calls no Kubernetes API"]
+    if projected and pod.get("automountServiceAccountToken", True) is not False:
+        return [f"{where}: a projected token and automountServiceAccountToken: mount it once"]
+    return []
+
+
+def _namespace_checks(objects: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for ns in (platform.PLATFORM_NS, platform.NODE_NS):
+        denies = [
+            o
+            for o in objects
+            if o.get("kind") == "NetworkPolicy"
+            and o["metadata"].get("namespace") == ns
+            and o["spec"].get("podSelector") == {}
+            and "Ingress" in o["spec"].get("policyTypes", [])
+            and not o["spec"].get("ingress")
+        ]
+        if not denies and any(o.get("metadata", {}).get("namespace") == ns for o in objects):
+            out.append(f"namespace {ns}: no default-deny ingress NetworkPolicy")
     return out
 
 
@@ -101,4 +143,4 @@ def violations(objects: list[dict[str, Any]]) -> list[str]:
     out: list[str] = []
     for obj in objects:
         out += _workload_checks(obj)
-    return out + _rbac_checks(objects)
+    return out + _rbac_checks(objects) + _namespace_checks(objects)

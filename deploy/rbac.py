@@ -2,9 +2,10 @@
 Roles/ClusterRoles.
 
 Each ``Permission`` says which component needs it and why. The rendered roles grant exactly these
-and nothing else; the tests check both directions against the calls the components really make
-through the apiserver stand-in (a permission nobody uses fails the build, and so does a call
-without a permission).
+and nothing else; ``tests/control_kubernetes/test_rbac_recorded.py`` runs each component's own code
+(the controller as ``make_controller`` builds it, pods-sync as its CLI runs it) against the
+apiserver stand-in enforcing the rendered roles, records every call, and checks both directions (a
+grant nobody uses fails the build, and so does a call without a grant: a 403).
 """
 
 from __future__ import annotations
@@ -86,15 +87,7 @@ PERMISSIONS: tuple[Permission, ...] = (
         "inferslice.io",
         "sliceactions/status",
         ("patch",),
-        "move an action through Pending/Approved/Applied/Futile/RolledBack",
-    ),
-    Permission(
-        Component.CONTROLLER,
-        Scope.PLATFORM,
-        "inferslice.io",
-        "inferslicetiers",
-        ("list",),
-        "the tiers as operators edit them (kubectl get inferslicetiers)",
+        "move an action through Pending/Approved/Applied/Ineffective/RolledBack",
     ),
     Permission(
         Component.EXPORTER,
@@ -102,13 +95,11 @@ PERMISSIONS: tuple[Permission, ...] = (
         "",
         "pods",
         ("list",),
-        "map this node's pods to OVS ports (iface-id), subnets, caps and GPU fractions",
+        "pods-sync (the exporter's sidecar): this node's pods, field-selected, to map OVS ports, subnets, caps and GPU fractions",
     ),
-    Permission(
-        Component.API, Scope.PLATFORM, "inferslice.io", "sliceactions", ("get", "list"), "serve GET /v1/actions from the audit trail"
-    ),
-    Permission(Component.API, Scope.PLATFORM, "inferslice.io", "sliceactions/status", ("patch",), "POST /v1/actions/{id}/approve|reject"),
 )
+# The API calls no Kubernetes API (on Kubernetes the trail is the SliceAction objects, read with
+# kubectl), so it holds no permission and mounts no token.
 
 
 def tier_namespace(topology: Topology, tier: str) -> str:

@@ -1,6 +1,6 @@
 """Offline validation of rendered objects: custom resources against their CRDs (``schemas``), each
 RayService's ``serveConfigV2`` against what Ray Serve accepts (``serve_config``), built-in kinds with
-``kubernetes-validate --strict`` (the Kubernetes version the deploy guide targets), and the policy
+``kubernetes-validate --strict`` (for Kubernetes 1.32, the oldest the deploy guide supports, and 1.37), and the policy
 checks (``policy``). ``check_tree`` renders every overlay of a tree with ``kubectl kustomize``.
 """
 
@@ -15,19 +15,21 @@ import yaml
 
 from . import policy, schemas, serve_config
 
-KUBERNETES_VERSION = "1.32.0"
+KUBERNETES_VERSION = "1.32.0"  # the oldest the deploy guide supports
+KUBERNETES_VERSIONS = (KUBERNETES_VERSION, "1.37.0")  # and the newest kubernetes-validate knows: a field removed since fails here
 OVERLAYS = ("testbed-like", "production")
 
 
 def _builtin_problem(obj: dict[str, Any]) -> str | None:
     import kubernetes_validate  # the test extra; ``deploy check`` says so when it is missing
 
-    try:
-        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
-    except kubernetes_validate.ValidationError as err:
-        return f"{obj['kind']}/{obj['metadata'].get('name')}: {err.message} at {'.'.join(str(p) for p in err.path)}"
-    except kubernetes_validate.SchemaNotFoundError:
-        return f"{obj['kind']}/{obj['metadata'].get('name')}: unknown built-in kind {obj.get('apiVersion')} {obj['kind']}"
+    for version in KUBERNETES_VERSIONS:
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except kubernetes_validate.ValidationError as err:
+            return f"{obj['kind']}/{obj['metadata'].get('name')} ({version}): {err.message} at {'.'.join(str(p) for p in err.path)}"
+        except kubernetes_validate.SchemaNotFoundError:
+            return f"{obj['kind']}/{obj['metadata'].get('name')}: unknown built-in kind {obj.get('apiVersion')} {obj['kind']} in {version}"
     return None
 
 

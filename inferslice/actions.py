@@ -13,13 +13,24 @@ from dataclasses import dataclass
 from typing import Any
 
 # Outcomes of an action as the controller's metric ``inferslice_control_actions_total{outcome}``, the
-# audit log and the dashboards name them: "pending" = waiting for an operator's approval, "futile" =
-# applied but the regime did not change (e.g. replicas added to a network-limited tier).
+# audit log and the dashboards name them. Its life: pending (waiting for an operator's approval),
+# applied, rejected, failed; then the outcome check's verdict on an applied action, judged only on a
+# diagnosis window measured under it (the window starts after the action took effect and reports the
+# actuated value) and before any later action on the same tier and knob:
 OUTCOME_APPLIED = "applied"
 OUTCOME_PENDING = "pending"
-OUTCOME_FUTILE = "futile"
 OUTCOME_REJECTED = "rejected"
 OUTCOME_FAILED = "failed"
+OUTCOME_EFFECTIVE = "effective"  # its cause no longer binds
+# the right remedy, too little: the cause still binds at its value (a raised cap the link fills), or a
+# further step of the same knob followed it before a window could judge it
+OUTCOME_INSUFFICIENT = "insufficient"
+# its cause still binds and it did not help (a cap the link leaves unused): rolled back where safe,
+# not repeated in the episode
+OUTCOME_INEFFECTIVE = "ineffective"
+OUTCOME_SUPERSEDED = "superseded"  # the knob was turned back (a rollback, a reclaim) before a window measured it
+OUTCOME_UNJUDGED = "unjudged"  # no window measured it in time (the source never reported the actuated value)
+JUDGED_OUTCOMES: tuple[str, ...] = (OUTCOME_EFFECTIVE, OUTCOME_INSUFFICIENT, OUTCOME_INEFFECTIVE, OUTCOME_SUPERSEDED, OUTCOME_UNJUDGED)
 
 
 class ActionKind(enum.StrEnum):

@@ -16,6 +16,29 @@ class Regime(enum.StrEnum):
 
 
 BINDING_REGIMES: tuple[Regime, ...] = (Regime.QUEUE_LIMITED, Regime.NETWORK_LIMITED, Regime.COMPUTE_LIMITED)
+# The "confident" bar: a verdict at or above it is a fact its consumers may act on, below it a hint
+# (confidence is calibrated: of the verdicts at confidence c, a fraction c is right; docs/diagnosis.md).
+CONFIDENT = 0.6
+
+
+class NetworkCause(enum.StrEnum):
+    """Where the network binds a network-limited tier: the remedy differs, so the diagnosis says which.
+
+    - ``edge_cap``: the slice's own cap at its client edge (``link_cap_bps``) paces its streams:
+      raise the cap (within the tier's budget). Replicas cure nothing.
+    - ``edge_capacity``: the uncapped client-edge link at its physical rate (``link_capacity_bps``):
+      no cap to raise; more link (or moving traffic off it) is the remedy.
+    - ``wan_link``: a WAN link on the tier's path at its physical rate (``wan_rx_bps`` near
+      ``wan_capacity_bps``: cross-traffic, a degraded link) while the slice's own cap does not bind:
+      a cap raise or a scale-out in place is futile; moving replicas to a PoP on another path cures it.
+    - ``wan_delay``: the path's RTT above its reference (``wan_rtt_s`` vs ``wan_base_rtt_s``) adds to
+      every first token: move replicas to a nearer PoP or a path without the delay.
+    """
+
+    EDGE_CAP = "edge_cap"
+    EDGE_CAPACITY = "edge_capacity"
+    WAN_LINK = "wan_link"
+    WAN_DELAY = "wan_delay"
 
 
 class SloState(enum.StrEnum):
@@ -128,6 +151,9 @@ class Diagnosis:
     window_end_s: float | None = None
     attribution: Attribution | None = None  # None: no latency statistic to split
     slo_signal: str | None = None  # with slo at_risk/breached: the statistic nearest (or over) its SLO, e.g. "ttft_p99_s"
+    # With network_limited as the primary or a secondary regime: which part of the network binds (the remedy follows it).
+    network_cause: NetworkCause | None = None
+    request_count: float | None = None  # the requests the window's TTFT quantiles rest on (None: not reported)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -142,4 +168,6 @@ class Diagnosis:
             "window_end_s": self.window_end_s,
             "attribution": self.attribution.to_dict() if self.attribution is not None else None,
             "slo_signal": self.slo_signal,
+            "network_cause": self.network_cause.value if self.network_cause is not None else None,
+            "request_count": self.request_count,
         }

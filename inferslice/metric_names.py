@@ -82,6 +82,7 @@ CLIENT_TOKENS = "gen_ai_client_token_usage"  # histogram {gen_ai_token_type}
 # -- diagnosis API and control ----------------------------------------------------------------
 DIAGNOSIS_REGIME = "inferslice_diagnosis_regime"  # {slice,regime} 1 for the current regime
 DIAGNOSIS_CONFIDENCE = "inferslice_diagnosis_confidence"  # {slice}
+DIAGNOSIS_REQUESTS = "inferslice_diagnosis_window_requests"  # {slice} requests the latest window's TTFT quantiles rest on
 DIAGNOSIS_EPISODES = "inferslice_diagnosis_episodes_total"  # {slice,regime}
 # {slice,resource,stat}: seconds of the current window's statistic (ttft_p50, ttft_p99, tpot_p50, tpot_p99)
 # attributed to resource (queue, network, compute, base); the four resources sum to the observed statistic.

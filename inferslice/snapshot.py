@@ -50,6 +50,10 @@ class SliceSnapshot:
     tpot_mean_s: float | None = None
     output_tokens_per_s: float | None = None
     request_rate: float | None = None
+    # How many requests the window's quantiles rest on (the histograms' ``_count`` increase over the
+    # window): a P99 from a handful of requests is not a P99 (bottleneck/sampling.py).
+    request_count: float | None = None  # TTFT observations: requests whose first token the window saw
+    tpot_request_count: float | None = None  # per-request TPOT observations: requests that finished in the window
     link_rx_bps: float | None = None
     link_tx_bps: float | None = None
     link_cap_bps: float | None = None
@@ -94,7 +98,15 @@ class SliceSnapshot:
             tpot_p99_s=self.ref_tpot_p99_s,
             source="input",
         )
-        inline = (ref.ttft_p50_s, ref.ttft_mean_s, ref.tpot_p50_s, ref.tpot_mean_s, ref.output_tokens_per_s, ref.ttft_p99_s, ref.tpot_p99_s)
+        inline = (
+            ref.ttft_p50_s,
+            ref.ttft_mean_s,
+            ref.tpot_p50_s,
+            ref.tpot_mean_s,
+            ref.output_tokens_per_s,
+            ref.ttft_p99_s,
+            ref.tpot_p99_s,
+        )
         if all(v is None for v in inline):
             return None
         return ref

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -121,11 +121,23 @@ class Client(_Model):
     rtt_ms: float = Field(
         default=0.6, ge=0, le=1000, description="client-edge round trip (the testbed delays it); 0.6 ms: the brief's intra-PoP mean"
     )
+    # How a tier's client-edge cap binds, as Kube-OVN has OVS enforce it (docs/testbed-network.md):
+    # "policer" = a pod's egress_rate (OVS ingress policing: a token bucket of edge_burst_ms at the
+    # rate, 800 ms by Kube-OVN's default; traffic above it dropped, no queue); "shaper" = a pod's
+    # ingress_rate (an OVS linux-htb queue: a small burst and a queue of edge_buffer_ms, or the
+    # kernel's 1000 packets when null).
+    edge_mode: Literal["shaper", "policer"] = Field(default="shaper", description="how the client-edge caps bind")
     edge_buffer_ms: float | None = Field(
         default=None,
         gt=0,
         le=10_000,
-        description="drop-tail queue of each tier's client-edge class, in ms at its current rate; null = the kernel's 1000 packets",
+        description="shaper: drop-tail queue of each tier's class, in ms at its current rate; null = the kernel's 1000 packets",
+    )
+    edge_burst_ms: float | None = Field(
+        default=None,
+        gt=0,
+        le=10_000,
+        description="token bucket of each capped class in ms at its rate; null = the mode's (policer 800 ms, shaper 2 frames or 2 ms)",
     )
 
 

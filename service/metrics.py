@@ -27,10 +27,17 @@ class DiagnosisCollector(Collector):
             mn.DIAGNOSIS_REGIME, "1 for the slice's current diagnosed regime, 0 for the others", labels=["slice", "regime"]
         )
         confidence = GaugeMetricFamily(mn.DIAGNOSIS_CONFIDENCE, "confidence of the slice's current diagnosis (0-1)", labels=["slice"])
+        requests = GaugeMetricFamily(
+            mn.DIAGNOSIS_REQUESTS,
+            "requests the slice's latest diagnosed window's TTFT quantiles rest on (absent: not reported)",
+            labels=["slice"],
+        )
         for slice_name, diag in self.store.latest_diagnoses().items():
             for r in Regime:
                 regime.add_metric([slice_name, r.value], 1.0 if diag.get("regime") == r.value else 0.0)
             confidence.add_metric([slice_name], float(diag.get("confidence", 0.0)))
+            if diag.get("request_count") is not None:
+                requests.add_metric([slice_name], float(diag["request_count"]))
         episodes = CounterMetricFamily(
             mn.DIAGNOSIS_EPISODES.removesuffix("_total"), "bottleneck episodes opened", labels=["slice", "regime"]
         )
@@ -38,6 +45,7 @@ class DiagnosisCollector(Collector):
             episodes.add_metric([slice_name, regime_name], float(n))
         yield regime
         yield confidence
+        yield requests
         yield episodes
         yield attribution_family(self.store.latest_diagnoses())
 

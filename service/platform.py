@@ -257,12 +257,18 @@ class Platform:
         result_path: Path | None = None,
         records: bool = False,
         rate_schedule: Sequence[tuple[float, float]] = (),
+        peak_rps: float | None = None,
+        burstiness: float = 1.0,
+        mix: str | None = None,
     ) -> LoadRun:
         """Start load generator ``key`` (its metrics port was fixed at construction) on ``tier``.
 
         A generator already running under ``key`` is stopped first. ``result_path`` defaults to
         one file per run in the work directory; ``records`` also keeps every request's record.
-        A ``rate_schedule`` ((t_s, req/s), ...) makes it open loop at that rate (``concurrency`` unused).
+        A ``rate_schedule`` ((t_s, req/s), ...) makes it open loop at that rate (``concurrency`` unused),
+        its arrivals thinned from a process at ``peak_rps`` (default: the schedule's peak; give the same
+        peak to two runs and the one with the lower schedule gets a subset of the other's arrivals), with
+        gamma gaps of shape ``burstiness`` (1: Poisson). ``mix`` names a workload mix (``inferslice load --mix``).
         """
         if key not in self.load_ports:
             raise PermanentError(f"no metrics port for load {key!r}: name it in PlatformSettings.load_keys")
@@ -284,8 +290,12 @@ class Platform:
             argv[-1:-1] = ["--save-records", records_path]
         if rate_schedule:
             k = argv.index("--concurrency")
-            peak = max(r for _, r in rate_schedule)
+            peak = peak_rps if peak_rps is not None else max(r for _, r in rate_schedule)
             argv[k : k + 2] = ["--request-rate", f"{peak:g}", "--rate-schedule", ",".join(f"{t:g}:{r:g}" for t, r in rate_schedule)]
+            if burstiness != 1.0:
+                argv[-1:-1] = ["--burstiness", f"{burstiness:g}"]
+        if mix is not None:
+            argv[-1:-1] = ["--mix", mix]
         proc = ManagedProcess(f"load-{key}", argv, self.work, log_path=Path(f"{stem}.log"))
         started_s = time.time()
         proc.spawn()

@@ -43,6 +43,31 @@ def phase_of(t: float, timeline: Sequence[tuple[Any, float, float]]) -> str:
     return "-"
 
 
+def _shown(kind: Any, value: Any) -> str:
+    if kind == "set_cap" and isinstance(value, (int, float)):
+        return f"{float(value) / 1e6:.2f} Mbit/s"
+    return str(value)
+
+
+def fold(actions: Sequence[Mapping[str, Any]], timeline: Sequence[tuple[Any, float, float]]) -> list[dict[str, Any]]:
+    """Consecutive identical proposals (same phase, mode, kind, tier, value, cause and state: a dry-run
+    controller proposes the same remedy every window) become one row with a count and first/last time;
+    every applied, pending or approved action keeps its own row."""
+    rows: list[dict[str, Any]] = []
+    for row in sorted(actions, key=lambda r: float(r.get("decided_s") or 0.0)):
+        a = row.get("action", {})
+        decided = float(row.get("decided_s") or 0.0)
+        phase = phase_of(decided, timeline)
+        key = (phase, row.get("mode"), a.get("kind"), row.get("tier"), str(a.get("value")), a.get("regime"), row.get("state"))
+        last = rows[-1] if rows else None
+        if last is not None and last["key"] == key and row.get("state") in ("dry_run", "rejected", "failed"):
+            last["count"] += 1
+            last["last_s"] = decided
+            continue
+        rows.append({"key": key, "row": row, "count": 1, "first_s": decided, "last_s": decided})
+    return rows
+
+
 def control_section(
     actions: Sequence[Mapping[str, Any]],
     history: Mapping[str, Sequence[Mapping[str, Any]]],
@@ -51,15 +76,21 @@ def control_section(
 ) -> list[str]:
     refused = [a for a in actions if a.get("state") == "refused"]
     actions = [a for a in actions if a.get("state") != "refused"]
+    t0 = timeline[0][1] if timeline else 0.0
     lines = [
         "",
         "## Control actions (the controller's own decisions)",
         "",
-        "| phase | mode | action | tier | value | cause | state | approved by | regime before -> after"
+        "Times are seconds into the story. Repeated proposals are one row (`n`: how many, `when`: first-last).",
+        "The outcome is the controller's verdict on a window measured under the action (effective, insufficient,",
+        "ineffective, superseded, unjudged); before -> after compares the window before it with the first after it should have helped.",
+        "",
+        "| phase | mode | action | tier | value | cause | state | n | when | approved by | regime before -> after"
         " | P99 TTFT before -> after | outcome |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for row in actions:
+    for folded in fold(actions, timeline):
+        row = folded["row"]
         a = row.get("action", {})
         tier = str(row.get("tier"))
         decided = float(row.get("decided_s") or 0.0)
@@ -70,18 +101,20 @@ def control_section(
         if applied is not None:
             delay = float(a.get("expected_by_s") or decided) - decided
             after = _first_after(hist, float(applied) + max(delay, 4.0))
-        value = a.get("value")
-        shown = f"{float(value) / 1e6:.2f} Mbit/s" if a.get("kind") == "set_cap" and isinstance(value, (int, float)) else str(value)
+        first, last = folded["first_s"] - t0, folded["last_s"] - t0
+        when = f"{first:.0f} s" if folded["count"] == 1 else f"{first:.0f}-{last:.0f} s"
+        what = a.get("kind") if not a.get("replica") else f"{a.get('kind')} {a.get('replica')}"
+        value = _shown(a.get("kind"), a.get("value"))
         lines.append(
-            f"| {phase_of(decided, timeline)} | {row.get('mode')} | {a.get('kind')} | {tier} | {shown} | {a.get('regime')}"
-            f" | {row.get('state')} |"
+            f"| {phase_of(decided, timeline)} | {row.get('mode')} | {what} | {tier} | {value} | {a.get('regime')}"
+            f" | {row.get('state')} | {folded['count']} | {when} |"
             f" {row.get('approved_by') or '-'} | {before['regime'] if before else '—'} -> {after['regime'] if after else '—'} |"
             f" {_ttft_p99(before)} -> {_ttft_p99(after)} | {row.get('outcome') or '-'} |"
         )
     if not actions:
-        lines.append("| - | - | (no actions) | | | | | | | | |")
+        lines.append("| - | - | (no actions) | | | | | | | | | | |")
     lines += ["", f"{len(refused)} further proposals were refused by the guardrails (cooldowns, rate, duplicate ids); see the audit log."]
-    notable = [e for e in events if e.get("kind") in ("at_ceiling", "futile", "budget_exhausted")]
+    notable = [e for e in events if e.get("kind") in ("at_ceiling", "ineffective", "insufficient", "budget_exhausted", "mode")]
     if notable:
         lines += ["", "Controller events:"]
         lines += [f"- {phase_of(float(e['at_s']), timeline)}: {e['kind']} ({e['tier']}): {e['message']}" for e in notable]

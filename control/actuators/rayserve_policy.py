@@ -15,6 +15,7 @@ estimate). Scale-in only after ``scale_in_after_s`` without a queue, one replica
 count the arrivals need. Throughput comes from the replicas' ``finished_requests`` counter
 (``record_autoscaling_stats``); a deployment without it is sized on ongoing requests per replica.
 
+The estimates and the sizing are ``control.rates``, the same functions ``control.policy`` sizes with.
 ``decide`` is pure (state in, state out, clock passed in); ``QueuePolicy`` adapts it to Ray's
 ``AutoscalingContext`` (Ray instantiates a class policy once, with ``policy_kwargs``).
 """
@@ -24,6 +25,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
+
+from inferslice.control.rates import arrival_rate, replicas_for, service_rate, short_of_capacity
 
 FINISHED_METRIC = "finished_requests"
 
@@ -76,10 +79,9 @@ def _sample(obs: Observation, st: PolicyState, s: QueuePolicySettings) -> Policy
         return st
     throughput = max(0.0, obs.finished_total - st.last_finished) / dt  # a replica that left takes its count: clamp
     mu = st.service_rate_rps
-    if obs.queued > 0 and st.last_queued > 0 and obs.running > 0:
-        sample = throughput / obs.running  # every running replica was busy for the whole interval
-        mu = sample if mu is None else (1 - s.rate_smoothing) * mu + s.rate_smoothing * sample
-    arrivals = throughput + max(0.0, obs.queued - st.last_queued) / dt
+    if obs.queued > 0 and st.last_queued > 0:  # every running replica was busy for the whole interval
+        mu = service_rate(mu, throughput, obs.running, s.rate_smoothing)
+    arrivals = arrival_rate(throughput, obs.queued, st.last_queued, dt)
     return PolicyState(obs.now_s, obs.finished_total, obs.queued, mu, arrivals, st.queue_free_since_s)
 
 
@@ -96,13 +98,12 @@ def decide(obs: Observation, st: PolicyState, s: QueuePolicySettings) -> tuple[i
     mu = s.service_rate_rps or st.service_rate_rps
     if obs.queued > 0:
         if mu and st.arrivals_rps is not None:
-            n = math.ceil((st.arrivals_rps + obs.queued / s.queue_drain_s) / (mu * s.target_utilisation) - 1e-9)
+            n = replicas_for(st.arrivals_rps, obs.queued, s.queue_drain_s, mu, s.target_utilisation)
             why = f"queue {obs.queued:.1f}: {st.arrivals_rps:.2f} req/s at {mu:.2f} req/s per replica"
         else:
             n = math.ceil(obs.ongoing / s.target_ongoing_requests - 1e-9)
             why = f"queue {obs.queued:.1f}, no service rate yet: {obs.ongoing:.1f} ongoing"
-        if n <= obs.current and not starting:
-            n = obs.current + 1  # queueing with nothing starting: capacity is short, whatever the estimate
+        n = short_of_capacity(n, obs.current, starting)
         return clamp(max(n, obs.current)), st, why
     if mu and st.arrivals_rps is not None and free_since is not None and obs.now_s - free_since >= s.scale_in_after_s:
         need = max(1, math.ceil(st.arrivals_rps / (mu * s.target_utilisation) - 1e-9))

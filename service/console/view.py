@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from inferslice.actions import JUDGED_OUTCOMES, OUTCOME_INEFFECTIVE
+from inferslice.diagnosis import CONFIDENT
 from inferslice.topology import Tier, Topology, parse_slot
 
 COMPONENTS: tuple[str, ...] = ("queue", "network", "compute", "base")
@@ -185,6 +187,9 @@ def tier_block(
             "regime": diag.get("regime"),
             "secondary": list(diag.get("secondary") or []),
             "confidence": _num(diag.get("confidence")),
+            "confident": (_num(diag.get("confidence")) or 0.0) >= CONFIDENT,
+            "request_count": _num(diag.get("request_count")) if diag.get("request_count") is not None else _num(snap.get("request_count")),
+            "network_cause": diag.get("network_cause"),
             "slo": diag.get("slo"),
             "evidence": [_evidence(e) for e in diag.get("evidence") or [] if isinstance(e, Mapping)],
             "missing": list(diag.get("missing") or []),
@@ -254,13 +259,18 @@ def action_state(action: Mapping[str, Any]) -> str:
     return str(action.get("state") or action.get("outcome") or "unknown")
 
 
-def is_futile(action: Mapping[str, Any]) -> bool:
+def verdict(action: Mapping[str, Any]) -> str | None:
+    """The outcome check's verdict on the action, as such (``inferslice.actions.JUDGED_OUTCOMES``), or None
+    while it is not judged. ``futile`` is what trails written before the outcome names changed call ineffective."""
     measured = action.get("measured")
-    return bool(
-        action.get("futile")
-        or "futile" in (action.get("state"), action.get("outcome"))
-        or (isinstance(measured, Mapping) and measured.get("futile"))
-    )
+    for v in (action.get("outcome"), action.get("state")):
+        if v in JUDGED_OUTCOMES:
+            return str(v)
+        if v == "futile":
+            return OUTCOME_INEFFECTIVE
+    if action.get("futile") or (isinstance(measured, Mapping) and measured.get("futile")):
+        return OUTCOME_INEFFECTIVE
+    return None
 
 
 def controller_block(actions: Iterable[Mapping[str, Any]], alerts: Iterable[Mapping[str, Any]], now_s: float, limit: int) -> dict[str, Any]:
@@ -269,7 +279,7 @@ def controller_block(actions: Iterable[Mapping[str, Any]], alerts: Iterable[Mapp
     timeline: list[dict[str, Any]] = []
     for row in actions:
         a = action_row(row)
-        item = {**a, "state": action_state(a), "futile": is_futile(a)}
+        item = {**a, "state": action_state(a), "verdict": verdict(a)}
         if item["state"] in PENDING_STATES and item.get("id"):
             pending.append(item)
         if len(timeline) < limit:

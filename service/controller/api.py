@@ -1,7 +1,7 @@
 """The control part of the API: actions from the controller's audit log, and operators' verdicts.
 
     GET  /v1/actions?state=pending&slice=premium   (read: open)
-    GET  /v1/control/events?slice=free             (at_ceiling, futile, effective, ...; read: open)
+    GET  /v1/control/events?slice=free             (at_ceiling, effective, insufficient, ineffective, ...; read: open)
     POST /v1/actions/{id}/approve                  (bearer token; body optional: {"by": "alice"})
     POST /v1/actions/{id}/reject
 
@@ -61,7 +61,8 @@ def mount_control(
     def get_events(
         slice_name: Annotated[str | None, Query(alias="slice")] = None, limit: Annotated[int, Query(ge=1, le=10000)] = 1000
     ) -> Response:
-        """The controller's events: at_ceiling (naming the admission policy), futile, effective, measured cold starts."""
+        """The controller's events: at_ceiling (naming the admission policy), the outcome checks' verdicts (effective,
+        insufficient, ineffective, superseded, unjudged), measured cold starts, mode switches."""
         return _json(audit.events(slice_name, limit))
 
     def _decide(action_id: str, approve: bool, body: Verdict | None) -> Response:

@@ -12,7 +12,8 @@ Action states:
     applying     apply started: after a crash it is applied again (actuators are idempotent by id)
     in_progress  accepted by the actuator and advancing (make-before-break relocation)
     applied | failed | rejected | dry_run | refused (by a guardrail)
-Outcome (after the outcome check): effective | futile.
+Outcome (the outcome check's verdict, ``inferslice.actions.JUDGED_OUTCOMES``): effective | insufficient |
+ineffective | superseded | unjudged.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from inferslice.actions import Action, action_from_dict
+from inferslice.actions import JUDGED_OUTCOMES, Action, action_from_dict
 from inferslice.control.guardrails import GuardState, Refusal, guard_state_from_dict
 from inferslice.control.state import ControlEvent, ControlState, control_state_from_dict
 
@@ -185,7 +186,7 @@ class AuditLog:
                     (e.tier, e.at_s, e.kind, e.action_id, e.message),
                 )
             )
-            if e.action_id and e.kind in ("futile", "effective"):
+            if e.action_id and e.kind in JUDGED_OUTCOMES:
                 stmts.append(("UPDATE control_actions SET outcome = ?, outcome_s = ? WHERE id = ?", (e.kind, e.at_s, e.action_id)))
         stmts.extend(_state_stmts(states, guard, now_s))
         self._tx(stmts)

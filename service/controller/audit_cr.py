@@ -15,8 +15,8 @@ What is not in the objects, and why:
 - what is rebuilt from the objects instead, because it guards correctness: each tier's decision
   counter (part of every action id, so a new process never reuses an id), and the guard's
   cooldowns, rate history and seen ids (from the recorded actions and their decision times).
-- the control events (decided, effective, futile) stay in memory; the ones that matter are in the
-  objects' status (outcome, Futile, RolledBack).
+- the control events (decided, the outcome verdicts) stay in memory; the ones that matter are in the
+  objects' status (outcome, Ineffective, RolledBack).
 
 Writes are status patches with the object's resourceVersion as precondition; a conflict (someone,
 an operator or another replica, changed it first) raises ``PhaseConflict``, retryable.
@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from inferslice.actions import Action, ActionKind
+from inferslice.actions import JUDGED_OUTCOMES, OUTCOME_INEFFECTIVE, Action, ActionKind
 from inferslice.control.actuators.kubernetes_audit import Recorded, SliceActionStore
 from inferslice.control.actuators.kubernetes_lease import Deposed, FencingToken, Leadership
 from inferslice.control.guardrails import GuardState, Refusal
@@ -70,7 +70,7 @@ _PHASE_OF = {
     DRY_RUN: Phase.DRY_RUN,
     REFUSED: Phase.REFUSED,
 }
-_STATE_OF = {**{p: s for s, p in _PHASE_OF.items()}, Phase.FUTILE: APPLIED, Phase.ROLLED_BACK: ROLLED_BACK}
+_STATE_OF = {**{p: s for s, p in _PHASE_OF.items()}, Phase.INEFFECTIVE: APPLIED, Phase.ROLLED_BACK: ROLLED_BACK}
 _SEEN_IDS_KEPT = 4096  # as many ids as the guard itself keeps
 _EVENTS_KEPT = 10_000  # in memory only: enough for the API's recent view
 _ROLLBACK_SUFFIX = "-rollback"  # control.policy names a rollback after the action it undoes
@@ -158,7 +158,7 @@ class SliceActionAuditLog:
             self.store.record(r.action, None, status)
         for e in events:
             self._events.append({"tier": e.tier, "at_s": e.at_s, "kind": e.kind, "action_id": e.action_id, "message": e.message})
-            if e.action_id and e.kind in ("futile", "effective"):
+            if e.action_id and e.kind in JUDGED_OUTCOMES:
                 self._outcome(e.action_id, e.kind, e.at_s)
         self._tiers.update(states)
         self._guard = guard
@@ -173,8 +173,8 @@ class SliceActionAuditLog:
         except KeyError:
             return
         status: dict[str, Any] = {"outcome": outcome, "outcomeUnixS": at_s, **self._fenced(current)}
-        if outcome == "futile" and current.phase == Phase.APPLIED:
-            status["phase"] = Phase.FUTILE.value
+        if outcome == OUTCOME_INEFFECTIVE and current.phase == Phase.APPLIED:
+            status["phase"] = Phase.INEFFECTIVE.value
         self.store.patch_status(current, status)
 
     def transition(
@@ -206,7 +206,7 @@ class SliceActionAuditLog:
             original = self.store.get(action_id)
         except KeyError:
             return
-        if original.phase in (Phase.APPLIED, Phase.FUTILE):
+        if original.phase in (Phase.APPLIED, Phase.INEFFECTIVE):
             self.store.patch_status(original, {"phase": Phase.ROLLED_BACK.value, "message": f"undone by {by}", **self._fenced(original)})
 
     def decide_approval(self, action_id: str, approve: bool, who: str, now_s: float) -> dict[str, Any]:

@@ -34,9 +34,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from inferslice import metric_names as m
 from inferslice.actions import (
+    JUDGED_OUTCOMES,
     OUTCOME_APPLIED,
     OUTCOME_FAILED,
-    OUTCOME_FUTILE,
     OUTCOME_PENDING,
     OUTCOME_REJECTED,
     Action,
@@ -92,7 +92,7 @@ _INITIAL_STATE = {Mode.AUTO: APPROVED, Mode.APPROVE: PENDING, Mode.DRY_RUN: DRY_
 
 
 class ControllerMetrics:
-    """/metrics of the controller: desired vs applied per tier and kind, futile actions, forecast vs actual."""
+    """/metrics of the controller: desired vs applied per tier and kind, the outcomes, forecast vs actual."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
@@ -253,9 +253,9 @@ class Controller:
             if self.mode is Mode.APPROVE:
                 self.metrics.outcome(a, OUTCOME_PENDING)
         for e in events:
-            if e.kind == "futile" and e.action_id:
-                kind = next((c for c in ActionKind if e.action_id.endswith(c.value)), ActionKind.NOOP)
-                self.metrics.actions.labels(e.tier, kind.value, OUTCOME_FUTILE).inc()
+            if e.kind in JUDGED_OUTCOMES and e.action_id:  # ids are "<tier>-<decision>[-<n>]-<kind>[-rollback]"
+                kind = next((c for c in ActionKind if c.value in e.action_id.split("-")), ActionKind.NOOP)
+                self.metrics.actions.labels(e.tier, kind.value, e.kind).inc()
         return allowed, len(refused), events
 
     def _observe_metrics(self, tier: str, st: ControlState, snapshot: SliceSnapshot | None) -> None:

@@ -4,7 +4,7 @@
     loop.run_forever(stop)                     # no elector: this process is the only controller
 
 The election itself (the Lease, its renew deadline) is the elector's; this is the loop around it: a
-step only while ``tick`` says we lead, and a newly elected leader first takes over what was
+step only while the elector holds a term's token, and a newly elected leader first takes over what was
 recorded (``Controller.resume``: the states the other replica left in the trail, then what it left
 to apply).
 """

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from inferslice.diagnosis import Attribution, Diagnosis, LatencyShare, Regime, SloState
+from inferslice.diagnosis import Attribution, Diagnosis, LatencyShare, NetworkCause, Regime, SloState
 from inferslice.errors import InputError, SourceUnavailable
 from inferslice.snapshot import Reference, SliceSnapshot, snapshot_from_dict
 
@@ -72,6 +72,8 @@ def diagnosis_from_dict(data: Mapping[str, Any]) -> Diagnosis:
             window_end_s=data.get("window_end_s"),
             attribution=attribution_from_dict(data.get("attribution")),
             slo_signal=data.get("slo_signal"),
+            network_cause=NetworkCause(data["network_cause"]) if data.get("network_cause") else None,
+            request_count=float(data["request_count"]) if data.get("request_count") is not None else None,
         )
     except (KeyError, ValueError, TypeError) as err:
         raise InputError(f"not a diagnosis: {err}") from None

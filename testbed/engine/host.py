@@ -2,7 +2,8 @@
 
 Emulated replicas of a PoP share its GPUs, so co-tenancy is modelled in one place (one ``EngineModel``).
 A tier listed in ``engines`` as ``vllm`` gets real vLLM servers instead (testbed/vllm/process.py: a
-child process per replica, bound to the same replica address; its GPU share is not modelled).
+child process per replica, bound to the same replica address; its share is a cgroup CPU quota on its
+process tree, the CPU analogue of a GPU co-tenant: engine/cpu_quota.py).
 
     python -m inferslice.testbed.engine.host --topology PATH --pop POP --admin HOST:PORT --state-dir DIR [--seed N]
         [--engine TIER=vllm ... --vllm-python PY --vllm-model DIR [--vllm-max-model-len N] [--vllm-max-num-seqs N]]
@@ -32,6 +33,7 @@ from typing import Any, cast
 from aiohttp import web
 
 from inferslice.errors import ConfigError
+from inferslice.testbed.engine import cpu_quota
 from inferslice.testbed.engine.driver import EngineDriver
 from inferslice.testbed.engine.model import EngineConfig, EngineModel, kv_blocks_for
 from inferslice.testbed.engine.server import ReplicaServer
@@ -95,6 +97,7 @@ class EngineHost:
         self.model = EngineModel(seed=seed)
         self.driver = EngineDriver(self.model, clock)
         self.replicas: dict[str, _Hosted] = {}
+        self.cpu_shares: dict[str, float] = {}  # a real replica's CPU share (its co-tenant: a cgroup quota)
         self._runner: web.AppRunner | None = None
         self._lock = asyncio.Lock()
 
@@ -116,6 +119,7 @@ class EngineHost:
         for rid in list(self.replicas):
             hosted = self.replicas.pop(rid)
             await hosted.server.stop()
+            self._release_cpu(rid)
             if not hosted.real:
                 self.driver.remove_replica(rid)
         if self._runner is not None:
@@ -171,6 +175,7 @@ class EngineHost:
             log.warning("replica %s: in-flight requests cut after %.1f s", rid, self.drain_timeout_s)
             await hosted.server.kill()
         self.replicas.pop(rid, None)
+        self._release_cpu(rid)
         if not hosted.real:
             self.driver.remove_replica(rid)
 
@@ -178,13 +183,39 @@ class EngineHost:
         if rid not in self.replicas:
             raise KeyError(rid)
         if self.replicas[rid].real:
-            if share == 1.0:
-                return self.entry(rid)  # what a real vLLM has: setting it back is a no-op, not an error
-            raise ValueError("a real vLLM's GPU share is not modelled")
+            return self._set_cpu_share(rid, share)
         self.driver.advance()
         self.model.set_share(rid, share)
         self.driver.poke()
         return self.entry(rid)
+
+    def _cgroup_name(self, rid: str) -> str:
+        return f"{self.pop.name}-{rid}"  # cgroupfs is one tree for every PoP's namespace
+
+    def _set_cpu_share(self, rid: str, share: float) -> dict[str, Any]:
+        """A real (CPU) vLLM's co-tenant: its process tree's CPU quota, ``share`` of the machine's cores
+        (cpu_quota.py); reported as the replica's ``gpu_share``, the emulator's word for the same thing."""
+        server = self.replicas[rid].server
+        pid = server.pid if isinstance(server, VllmProcess) else None
+        if pid is None:
+            raise ValueError(f"replica {rid} has no process yet")
+        try:
+            ctl = cpu_quota.find_controller()
+            if share >= 1.0:
+                cpu_quota.release(ctl, self._cgroup_name(rid))
+            else:
+                cpu_quota.apply(ctl, self._cgroup_name(rid), pid, share, float(os.cpu_count() or 1))
+        except cpu_quota.CgroupUnavailable as err:
+            raise ValueError(f"a real vLLM's share is a CPU quota, and {err}") from None
+        self.cpu_shares[rid] = share
+        return self.entry(rid)
+
+    def _release_cpu(self, rid: str) -> None:
+        if self.cpu_shares.pop(rid, 1.0) < 1.0:
+            try:
+                cpu_quota.release(cpu_quota.find_controller(), self._cgroup_name(rid))
+            except cpu_quota.CgroupUnavailable:
+                pass
 
     def entry(self, rid: str) -> dict[str, Any]:
         h = self.replicas[rid]
@@ -194,7 +225,7 @@ class EngineHost:
             "pop": self.pop.name,
             "gpu": h.gpu,
             "gpu_fraction": h.gpu_fraction,
-            "gpu_share": 1.0 if isinstance(h.server, VllmProcess) else self.model.gpu_share(rid),
+            "gpu_share": self.cpu_shares.get(rid, 1.0) if isinstance(h.server, VllmProcess) else self.model.gpu_share(rid),
             "url": f"http://{h.host}:{h.port}",
             "state": h.server.state,
             "pid": h.server.pid if isinstance(h.server, VllmProcess) else os.getpid(),

@@ -123,6 +123,23 @@ class WorkloadSpec:
         return self.min_tokens, self.min_tokens
 
 
+# Named length mixes (sharegpt-like lognormals, ln-space location/scale), for corpora that vary the
+# workload: the ShareGPT fit itself, short chat turns, long generations, long prompts (RAG-like).
+WORKLOAD_MIXES: dict[str, dict[str, float]] = {
+    "sharegpt-like": {},
+    "short-chat": {"prompt_mu": 4.0, "prompt_sigma": 0.8, "output_mu": 4.1, "output_sigma": 0.6},  # ~70 in, ~75 out
+    "long-generation": {"prompt_mu": 4.6, "prompt_sigma": 0.8, "output_mu": 6.0, "output_sigma": 0.35},  # ~140 in, ~430 out
+    "long-prompt": {"prompt_mu": 6.55, "prompt_sigma": 0.3, "output_mu": 4.2, "output_sigma": 0.6},  # ~700 in, ~80 out
+}
+
+
+def mix_spec(name: str, **overrides: object) -> WorkloadSpec:
+    """The ``WorkloadSpec`` of a named mix (``WORKLOAD_MIXES``), sharegpt-like lengths."""
+    if name not in WORKLOAD_MIXES:
+        raise ConfigError(f"unknown workload mix {name!r} (have {', '.join(WORKLOAD_MIXES)})", field="mix")
+    return WorkloadSpec(**{**WORKLOAD_MIXES[name], **overrides})  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
 class SampledRequest:
     index: int

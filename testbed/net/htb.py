@@ -20,6 +20,7 @@ kernel's default leaf (pfifo of ``txqueuelen`` packets) stays.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -53,14 +54,15 @@ def parse_rate(text: str) -> float | None:
     return value
 
 
-def burst_bytes(rate_bps: float) -> int:
-    return max(MIN_BURST_BYTES, int(rate_bps / 8 * BURST_TIME_S))
+def burst_bytes(rate_bps: float, burst_s: float | None = None) -> int:
+    """The class's token bucket: ``burst_s`` at the rate (a policer's), else ``max(2 frames, 2 ms)``."""
+    return max(MIN_BURST_BYTES, int(rate_bps / 8 * (BURST_TIME_S if burst_s is None else burst_s)))
 
 
-def class_kwargs(rate_bps: float) -> dict[str, Any]:
+def class_kwargs(rate_bps: float, burst_s: float | None = None) -> dict[str, Any]:
     """pyroute2 ``tc('add-class'|'change-class', 'htb', ...)`` arguments for a flat class at a rate."""
     rate_Bps = max(1, int(rate_bps / 8))
-    burst = burst_bytes(rate_bps)
+    burst = burst_bytes(rate_bps, burst_s)
     return {
         "parent": 0x10000,
         "rate": rate_Bps,
@@ -92,6 +94,9 @@ class _TcSocket(Protocol):
     def tc(self, command: str, kind: str = ..., index: int = ..., handle: Any = ..., **kwarg: Any) -> Any: ...
 
 
+Shape = Callable[[float], tuple[float | None, float | None]]  # rate -> (burst_s, buffer_s)
+
+
 def install(
     ipr: Any,
     ifindex: int,
@@ -99,15 +104,18 @@ def install(
     default_minor: int,
     line_rate_bps: float,
     buffer_s: float | None = None,
+    shape: Shape | None = None,
 ) -> None:
     """Root HTB 1: with default class ``1:default_minor`` at the line rate, plus one class per entry
     ``(classid, rate_bps, subnet_int, prefixlen, u32_offset)`` with a u32 filter on the address at
     ``u32_offset`` (12: source, 16: destination) and, with ``buffer_s``, a drop-tail leaf queue of
-    that many seconds at the class's rate."""
+    that many seconds at the class's rate. ``shape(rate)`` gives each class its (burst_s, buffer_s)
+    instead (a policer's bucket and its two-frame leaf)."""
     ipr.tc("add", "htb", ifindex, 0x10000, default=default_minor)
     ipr.tc("add-class", "htb", ifindex, 0x10000 | default_minor, **class_kwargs(line_rate_bps))
     for classid, rate_bps, net, plen, offset in classes:
-        ipr.tc("add-class", "htb", ifindex, classid, **class_kwargs(rate_bps))
+        burst_s, buffer_s = shape(rate_bps) if shape is not None else (None, buffer_s)
+        ipr.tc("add-class", "htb", ifindex, classid, **class_kwargs(rate_bps, burst_s))
         if buffer_s is not None:
             ipr.tc("add", "bfifo", ifindex, leaf_handle(classid), parent=classid, limit=leaf_limit_bytes(rate_bps, buffer_s))
         ipr.tc(
@@ -122,9 +130,10 @@ def install(
         )
 
 
-def change_rate(ipr: Any, ifindex: int, classid: int, rate_bps: float, buffer_s: float | None = None) -> None:
-    """A new rate for a class; its time-sized leaf queue (if any) follows, so the buffer stays ``buffer_s`` long."""
-    ipr.tc("change-class", "htb", ifindex, classid, **class_kwargs(rate_bps))
+def change_rate(ipr: Any, ifindex: int, classid: int, rate_bps: float, buffer_s: float | None = None, burst_s: float | None = None) -> None:
+    """A new rate for a class; its time-sized leaf queue (if any) follows, so the buffer stays ``buffer_s`` long,
+    and so does its bucket (``burst_s`` at the rate, where given)."""
+    ipr.tc("change-class", "htb", ifindex, classid, **class_kwargs(rate_bps, burst_s))
     if buffer_s is not None:
         ipr.tc("change", "bfifo", ifindex, leaf_handle(classid), parent=classid, limit=leaf_limit_bytes(rate_bps, buffer_s))
 

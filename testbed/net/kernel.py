@@ -220,11 +220,11 @@ def setup_edge(plan: NetPlan) -> None:
         for t in plan.tiers:
             ipr.route("add", dst=str(t.subnet), gateway=plan.edge_gateway_ip, oif=i)
         ipr.route("add", dst="default", gateway=plan.edge_gateway_ip, oif=i)
-        htb.install(ipr, i, _edge_classes(plan, 16, initial), HTB_DEFAULT_MINOR, EDGE_RATE_BPS, plan.edge_buffer_s)
+        htb.install(ipr, i, _edge_classes(plan, 16, initial), HTB_DEFAULT_MINOR, EDGE_RATE_BPS, shape=plan.edge_shape)
         ipr.link("add", ifname=EDGE_IFB, kind="ifb")
         b = _idx(ipr, EDGE_IFB)
         ipr.link("set", index=b, mtu=UNDERLAY_MTU, gso_max_size=UNDERLAY_MTU, gso_max_segs=1, txqlen=EDGE_TXQUEUELEN, state="up")
-        htb.install(ipr, b, _edge_classes(plan, 12, initial), HTB_DEFAULT_MINOR, EDGE_RATE_BPS, plan.edge_buffer_s)
+        htb.install(ipr, b, _edge_classes(plan, 12, initial), HTB_DEFAULT_MINOR, EDGE_RATE_BPS, shape=plan.edge_shape)
         # Everything the client end receives goes through the IFB's HTB first (u32 wants a flowid; unused here).
         ipr.tc("add", "ingress", i, INGRESS_HANDLE)
         ipr.tc(
@@ -248,9 +248,10 @@ def setup_mgmt(plan: NetPlan) -> None:
             ipr.route("add", dst=dst, gateway=plan.mgmt_gateway_ip, oif=i)
 
 
-def set_class_rate(netns: str, ifname: str, classid: int, rate_bps: float, buffer_s: float | None = None) -> None:
+def set_class_rate(netns: str, ifname: str, classid: int, rate_bps: float, buffer_s: float | None = None,
+                   burst_s: float | None = None) -> None:  # fmt: skip
     with ipr_in(netns) as ipr:
-        htb.change_rate(ipr, _idx(ipr, ifname), classid, rate_bps, buffer_s)
+        htb.change_rate(ipr, _idx(ipr, ifname), classid, rate_bps, buffer_s, burst_s)
 
 
 def read_edge_classes(netns: str, ifname: str = EDGE_IF) -> dict[str, htb.HtbClassStats]:

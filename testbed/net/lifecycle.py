@@ -408,7 +408,9 @@ def set_cap(tier: str, cap_bps: float | None, direction: str = "receive", state_
     plan, state = plan_from_state(state_dir)
     t = plan.tier(tier)
     ns, ifname = plan.shaper(direction)
-    kernel.set_class_rate(ns, ifname, t.classid_int, cap_bps if cap_bps is not None else EDGE_RATE_BPS, plan.edge_buffer_s)
+    rate = cap_bps if cap_bps is not None else EDGE_RATE_BPS
+    burst_s, buffer_s = plan.edge_shape(rate)
+    kernel.set_class_rate(ns, ifname, t.classid_int, rate, buffer_s, burst_s)
     caps = state.setdefault("caps", {})
     caps.setdefault(tier, {})[direction] = cap_bps
     _write_state(state_dir, state)

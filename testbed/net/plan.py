@@ -28,6 +28,8 @@ EDGE_RATE_BPS = 10e9  # the brief's 10 Gbit/s NICs: "uncapped" means this rate
 HTB_DEFAULT_MINOR = 0x10  # unclassified traffic
 HTB_TIER_MINOR_BASE = 0x11  # tier i gets minor 0x11 + i ("1:11", "1:12", ...)
 HTB_MAJOR = 1
+POLICER_BURST_S = 0.8  # Kube-OVN: ingress_policing_burst = 80 % of ingress_policing_rate, kbit over kbit/s
+POLICER_UNCAPPED_BUFFER_S = 1.0  # an uncapped policer class queues like any line-rate port (bounded by htb.MAX_LEAF_BYTES)
 
 
 def check_prefix(prefix: str) -> None:
@@ -103,6 +105,21 @@ class NetPlan:
     mgmt_gateway_ip: str
     edge_rtt_s: float = 0.0  # the client edge's round trip, added by the delay line
     edge_buffer_s: float | None = None  # drop-tail queue per tier class in seconds at its rate; None: kernel default
+    edge_mode: str = "shaper"  # shaper | policer (topology client.edge_mode)
+    edge_burst_s: float | None = None  # token bucket of a capped class in seconds at its rate; None: the mode's default
+
+    def edge_shape(self, rate_bps: float) -> tuple[float | None, float | None]:
+        """(burst_s, buffer_s) of a client-edge class at ``rate_bps``: what htb.install/change_rate take.
+
+        A policer is a token bucket with no queue: its bucket is ``edge_burst_s`` (Kube-OVN's 80 % of
+        the rate in kbit: 0.8 s) and its leaf holds two frames, the least a drop-tail leaf can hold.
+        An uncapped class (the line rate) binds nothing in either mode: the default burst and a deep
+        leaf, so the policer's two frames never drop a burst at line rate."""
+        if self.edge_mode == "policer":
+            if rate_bps >= EDGE_RATE_BPS:
+                return None, POLICER_UNCAPPED_BUFFER_S
+            return (self.edge_burst_s if self.edge_burst_s is not None else POLICER_BURST_S), 0.0
+        return self.edge_burst_s, self.edge_buffer_s
 
     @property
     def edge_link(self) -> tuple[str, str, str, float]:
@@ -257,4 +274,6 @@ def net_plan(top: Topology, prefix: str = DEFAULT_PREFIX) -> NetPlan:
         mgmt_gateway_ip=str(ipaddress.IPv4Address(mgmt + 2)),
         edge_rtt_s=top.client.rtt_ms / 1000.0,
         edge_buffer_s=None if top.client.edge_buffer_ms is None else top.client.edge_buffer_ms / 1000.0,
+        edge_mode=top.client.edge_mode,
+        edge_burst_s=None if top.client.edge_burst_ms is None else top.client.edge_burst_ms / 1000.0,
     )

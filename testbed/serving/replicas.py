@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,11 +159,33 @@ class ReplicaSet:
     def by_id(self, rid: str) -> Replica | None:
         return next((r for r in self.by_slot.values() if r.id == rid), None)
 
+    def home(self, slot: int) -> tuple[str, int]:
+        """Where a new replica of ``slot`` starts: its placement entry, unless the tier's other live
+        replicas already fill that entry (one was moved onto it): then the first placement entry they
+        leave unfilled, remembered as a move's would be. A slot never over-fills its GPU that way, and
+        it is the rule the controller's guardrails assume (``control.guardrails.new_replica_slots``)."""
+        if slot in self.placed:
+            return self.placed[slot]
+        default = self.plan.slot_of(self.tier_name, slot)
+        live = Counter((r.pop, r.gpu) for r in self.all() if r.slot != slot and r.state != "stopping")
+        unfilled: list[tuple[str, int]] = []
+        for k in range(len(self.tier.placement)):
+            entry = self.plan.slot_of(self.tier_name, k)
+            if live[entry] > 0:
+                live[entry] -= 1
+            else:
+                unfilled.append(entry)
+        if default in unfilled or not unfilled:
+            return default
+        self.set_placed(slot, *unfilled[0])
+        return unfilled[0]
+
     def place(self, slot: int, pop: str | None = None, gpu: int | None = None) -> Replica:
-        """The replica of ``slot`` at ``pop``/``gpu`` (default: where a move put it, else its placement)."""
-        home_pop, home_gpu = self.placed.get(slot) or self.plan.slot_of(self.tier_name, slot)
-        pop = home_pop if pop is None else pop
-        gpu = home_gpu if gpu is None else gpu
+        """The replica of ``slot`` at ``pop``/``gpu`` (default: where a move put it, else its ``home``)."""
+        if pop is None or gpu is None:  # a move names its destination: the slot's home is not asked (nor remembered)
+            home_pop, home_gpu = self.home(slot)
+            pop = home_pop if pop is None else pop
+            gpu = home_gpu if gpu is None else gpu
         ep = self.plan.replica_at(self.tier_name, slot, pop)
         rid = self.plan.replica_id_at(self.tier_name, slot, pop)
         return Replica(slot, rid, pop, gpu, ep.url, self.plan.host_admin(pop).url)

@@ -219,6 +219,7 @@ def test_metrics(client: Any, clock: Any) -> None:
     assert samples[(mn.DIAGNOSIS_REGIME, (("regime", "healthy"), ("slice", "free")))] == 0.0
     assert samples[(mn.DIAGNOSIS_CONFIDENCE, (("slice", "free"),))] >= 0.7
     assert samples[(mn.DIAGNOSIS_EPISODES, (("regime", "queue_limited"), ("slice", "free")))] == 1.0
+    assert (mn.DIAGNOSIS_REQUESTS, (("slice", "free"),)) not in samples  # the windows reported no request count
     # Where the latency goes: the four resources add up to the observed P99 TTFT (5 s), most of it queue.
     attributed = {
         r: samples[(mn.LATENCY_ATTRIBUTION, (("resource", r), ("slice", "free"), ("stat", "ttft_p99")))]
@@ -228,6 +229,9 @@ def test_metrics(client: Any, clock: Any) -> None:
     assert samples[(mn.API_REQUESTS, (("method", "POST"), ("route", "/v1/snapshots"), ("status", "201")))] == 3.0
     # the route template labels requests, never the raw path
     assert samples[(mn.API_REQUESTS, (("method", "GET"), ("route", "/v1/slices/{slice_name}"), ("status", "404")))] == 1.0
+    push(client, clock, {**QUEUE, "request_count": 42})
+    samples = _samples(client.get("/metrics").text)
+    assert samples[(mn.DIAGNOSIS_REQUESTS, (("slice", "free"),))] == 42.0
 
 
 def test_state_survives_a_restart(make_client: Any, clock: Any, tmp_path: Path) -> None:

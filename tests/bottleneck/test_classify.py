@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from inferslice.bottleneck import DEFAULT, Thresholds, classify
-from inferslice.diagnosis import Diagnosis, Evidence, Regime, SloState
+from inferslice.diagnosis import CONFIDENT, Diagnosis, Evidence, NetworkCause, Regime, SloState
 from inferslice.snapshot import Reference, SliceSnapshot, snapshot_from_dict
 
 MBPS = 1e6
@@ -43,6 +43,11 @@ def evidence(diag: Diagnosis, signal: str) -> Evidence:
     return next(e for e in diag.evidence if e.signal == signal)
 
 
+def caps(diag: Diagnosis) -> list[str]:
+    """Why the verdict's confidence is capped below the bar (empty: it is not)."""
+    return [c for e in diag.evidence if e.signal == "confidence_cap" for c in e.note.split("; ")]
+
+
 def test_queue_limited_from_the_brief(queue_limited: SliceSnapshot) -> None:
     d = classify(queue_limited)
     assert d.regime is Regime.QUEUE_LIMITED
@@ -71,7 +76,8 @@ def test_network_limited_from_the_brief(network_limited: SliceSnapshot, rx_mbps:
     assert evidence(d, "link_utilization").crossed is True
     assert evidence(d, "output_tokens_per_s").crossed is True
     assert evidence(d, "tpot_p99_s_vs_ref").crossed is True
-    assert d.confidence >= 0.8
+    assert d.confidence >= CONFIDENT and not caps(d)
+    assert d.network_cause is NetworkCause.EDGE_CAP  # the slice's own cap: raise it
 
 
 def test_network_limited_on_throughput_alone(network_limited: SliceSnapshot) -> None:
@@ -120,9 +126,11 @@ def test_compute_limited_needs_the_link_or_a_strong_confirmation() -> None:
     assert unknown.regime is Regime.UNKNOWN
     assert "link_rx_bps" in unknown.missing and "link_cap_bps" in unknown.missing
     weak = classify(snap(**base, preemptions_per_s=2.0))
-    assert weak.regime is Regime.COMPUTE_LIMITED
+    assert weak.regime is Regime.COMPUTE_LIMITED and weak.confidence < CONFIDENT
+    assert any("link unknown" in c for c in caps(weak))
     sure = classify(snap(**base, preemptions_per_s=2.0, link_rx_bps=1e5, link_cap_bps=1e7))
-    assert sure.confidence > weak.confidence
+    assert sure.confidence >= weak.confidence
+    assert not any("link unknown" in c for c in caps(sure))
 
 
 def test_queue_and_network_combine() -> None:
@@ -168,9 +176,9 @@ def test_healthy_at_low_load() -> None:
     assert d.regime is Regime.HEALTHY and d.slo is SloState.MET
     # Without a TTFT reference a healthy verdict stays below the confident bar (issue 9: a reference the
     # window lacks could show an inflation, so removing it must not leave a confident verdict behind).
-    assert d.confidence < 0.6
+    assert d.confidence < CONFIDENT
     sure = classify(dataclasses.replace(s, ref_ttft_p50_s=0.05, ttft_p50_s=0.05))
-    assert sure.regime is Regime.HEALTHY and sure.confidence >= 0.8
+    assert sure.regime is Regime.HEALTHY and sure.confidence >= CONFIDENT
 
 
 def test_at_risk_slo() -> None:

@@ -1,5 +1,6 @@
-"""A slowed or full WAN link (``wan_rtt_s`` over ``wan_base_rtt_s``, ``wan_rx_bps`` of
-``wan_capacity_bps``) is the network's, not a queue's or the GPU's.
+"""The control benchmark's two WAN causes, as the classifier must read them for the controller to
+move replicas instead of raising a cap or scaling out: ``network_limited`` with ``network_cause``
+``wan_delay`` / ``wan_link``, and a client-edge cap still the edge's.
 
 Operating points written from the brief's unconstrained tier (REF in test_attribution) and the
 control benchmark's two WAN causes on the 9 ms bristol-london link: an added delay (+0.45 s round
@@ -9,11 +10,10 @@ streams behind it are paced: TPOT x4). The client edge is uncapped and far from 
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from inferslice.bottleneck import classify
-from inferslice.diagnosis import Regime
+from inferslice.diagnosis import NetworkCause, Regime
 
 from .test_attribution import MBPS, point
 
@@ -34,36 +34,19 @@ DELAY = dict(wan_rtt_s=0.459, wan_base_rtt_s=0.009, wan_rx_bps=1e6, wan_capacity
 FULL = dict(wan_rtt_s=0.056, wan_base_rtt_s=0.009, wan_rx_bps=27.9e6, wan_capacity_bps=27.9e6)
 
 
-def test_a_delay_step_on_the_wan_is_network_limited_not_a_queue() -> None:
+def test_a_delay_step_on_the_wan_is_the_wan_not_a_queue() -> None:
     d = classify(delayed(**DELAY))
-    assert d.regime is Regime.NETWORK_LIMITED and d.confidence >= 0.6
-    assert d.attribution is not None and d.attribution.fraction("network") > 0.9
-    ev = {e.signal: e for e in d.evidence}
-    assert ev["wan_rtt_excess_s"].crossed and not ev["link_utilization"].crossed  # the WAN, not the client edge
-    # Without the prober's field the same window reads as a queue: the WAN cause is invisible to it.
+    assert d.regime is Regime.NETWORK_LIMITED and d.network_cause is NetworkCause.WAN_DELAY and d.confidence >= 0.6
+    # Without the WAN fields the same window reads as a queue (not confidently): the cause is invisible.
     assert classify(delayed()).regime is Regime.QUEUE_LIMITED
 
 
-def test_cross_traffic_on_the_wan_is_network_limited_not_compute() -> None:
+def test_cross_traffic_filling_the_wan_link_is_the_wan_not_compute() -> None:
     d = classify(congested(**FULL))
-    assert d.regime is Regime.NETWORK_LIMITED
-    ev = {e.signal: e for e in d.evidence}
-    assert ev["wan_utilization"].crossed and ev["wan_rtt_excess_s"].crossed
-    # Full without queueing delay (a link shaped without a buffer) binds by its utilisation alone.
-    assert classify(congested(**{**FULL, "wan_rtt_s": 0.009})).regime is Regime.NETWORK_LIMITED
+    assert d.regime is Regime.NETWORK_LIMITED and d.network_cause is NetworkCause.WAN_LINK
     assert classify(congested()).regime is Regime.COMPUTE_LIMITED  # TPOT up on a free edge at full GPU share
 
 
-def test_a_path_as_configured_changes_no_verdict() -> None:
-    for snap in (delayed(), congested(), point(ttft_p50_s=0.06, ttft_p99_s=0.1, tpot_p50_s=0.025, tpot_p99_s=0.034, **EDGE)):
-        for rtt in (0.005, 0.009, 0.029):  # faster than declared, as declared, within probe jitter of it
-            quiet = dataclasses.replace(snap, wan_rtt_s=rtt, wan_base_rtt_s=0.009, wan_rx_bps=2e6, wan_capacity_bps=27.9e6)
-            a, b = classify(snap), classify(quiet)
-            assert (a.regime, a.secondary, a.confidence) == (b.regime, b.secondary, b.confidence)
-
-
-def test_a_capped_edge_stays_the_edges_with_a_slowed_path_beside_it() -> None:
+def test_a_capped_edge_stays_the_edges_with_a_full_wan_link_beside_it() -> None:
     d = classify(congested(link_rx_bps=0.46 * MBPS, link_cap_bps=0.5 * MBPS, **FULL))
-    assert d.regime is Regime.NETWORK_LIMITED
-    ev = {e.signal: e for e in d.evidence}
-    assert ev["link_utilization"].crossed and ev["wan_rtt_excess_s"].crossed
+    assert d.regime is Regime.NETWORK_LIMITED and d.network_cause is NetworkCause.EDGE_CAP  # the cap raise comes first

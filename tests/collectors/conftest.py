@@ -220,7 +220,8 @@ def world(k: float, *, reset_free_tokens_at: float | None = None) -> dict[str, S
     return {"engine": engine, "serve": serve, "network": network, "gpu": gpu}
 
 
-# Expected snapshot values of ``world`` over a window whose samples sit on both window edges.
+# Expected snapshot values of ``world`` over a 20 s window whose samples sit on both window edges
+# (the counts are the window's: 10 requests/s x 20 s).
 EXPECTED: dict[str, dict[str, float | None]] = {
     "free": {
         "ttft_p50_s": 0.1 + 0.4 * (100 - 20) / (120 - 20),
@@ -231,6 +232,8 @@ EXPECTED: dict[str, dict[str, float | None]] = {
         "tpot_mean_s": 0.025,
         "output_tokens_per_s": 100.0,
         "request_rate": 10.0,
+        "request_count": 200.0,  # the TTFT _count's increase over the 20 s window the tests use
+        "tpot_request_count": 200.0,
         "link_rx_bps": 100000.0,
         "link_tx_bps": 20000.0,
         "link_cap_bps": 5e5,
@@ -257,6 +260,8 @@ EXPECTED: dict[str, dict[str, float | None]] = {
         "tpot_mean_s": 0.02,
         "output_tokens_per_s": 200.0,
         "request_rate": 10.0,  # from the TTFT histogram's _count: no SLO counter for premium
+        "request_count": 200.0,
+        "tpot_request_count": 200.0,
         "link_rx_bps": 200000.0,
         "link_tx_bps": 40000.0,
         "link_cap_bps": None,  # a cap at the nominal 10 Gb/s is no cap

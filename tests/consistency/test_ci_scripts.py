@@ -16,6 +16,7 @@ def _load(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, ROOT / ".ci" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -77,3 +78,91 @@ def test_ci_run_is_valid_bash_and_runs_both_readme_commands() -> None:
     assert subprocess.run(["bash", "-n", str(run)], capture_output=True).returncode == 0
     text = run.read_text()
     assert "git clone" in text and "make demo DEMO_PHASE_S=" in text and "make test" in text
+
+
+# -- no green by skipping: .ci/junit_summary.py --check-skips over every report of a CI run ------------------
+ALLOWED = ROOT / ".ci" / "allowed-skips.txt"
+
+
+def _report(*cases: str) -> str:
+    return f'<testsuites><testsuite name="pytest" tests="{len(cases)}">{"".join(cases)}</testsuite></testsuites>'
+
+
+def _skipped(cls: str, name: str, reason: str, kind: str = "pytest.skip") -> str:
+    return f'<testcase classname="{cls}" name="{name}"><skipped type="{kind}" message="{reason}">{reason}</skipped></testcase>'
+
+
+def _passed(cls: str, name: str) -> str:
+    return f'<testcase classname="{cls}" name="{name}" time="0.1"/>'
+
+
+def _check(tmp_path: Path, *reports: str) -> subprocess.CompletedProcess[str]:
+    paths = []
+    for i, text in enumerate(reports):
+        paths.append(tmp_path / f"r{i}.xml")
+        paths[-1].write_text(text)
+    return subprocess.run([sys.executable, str(ROOT / ".ci" / "junit_summary.py"), "--check-skips", str(ALLOWED), *map(str, paths)],
+                          capture_output=True, text=True)  # fmt: skip
+
+
+def test_a_skip_for_a_missing_tool_fails_ci(tmp_path: Path) -> None:
+    missing_tool = _skipped("tests.deploy.test_cli", "test_render", "kubectl is not on PATH")
+    proc = _check(tmp_path, _report(_passed("tests.a", "test_ok"), missing_tool))
+    assert proc.returncode == 1 and "tests.deploy.test_cli::test_render" in proc.stderr and "kubectl" in proc.stderr
+
+
+def test_a_skip_for_a_missing_gpu_is_allowed(tmp_path: Path) -> None:
+    no_gpu = _skipped("tests.gpu", "test_nvml", "needs a GPU: no NVIDIA device on this machine")
+    proc = _check(tmp_path, _report(_passed("tests.a", "test_ok"), no_gpu))
+    assert proc.returncode == 0, proc.stderr
+    assert "allowed skip" in proc.stdout and "tests.gpu::test_nvml" in proc.stdout
+
+
+def test_a_gpu_word_elsewhere_in_a_reason_is_not_a_licence(tmp_path: Path) -> None:
+    proc = _check(tmp_path, _report(_skipped("tests.gpu", "test_probe", "nvidia-ml-py is not installed (GPU exporter)")))
+    assert proc.returncode == 1 and "tests.gpu::test_probe" in proc.stderr
+
+
+def test_a_skip_in_make_test_run_by_a_hook_counts_as_run(tmp_path: Path) -> None:
+    make_test = _report(
+        _passed("tests.a", "test_ok"),
+        # xdist's loadgroup suffix on the grouped test; the hook runs it without xdist
+        _skipped("tests.rayserve.test_testbed_ray", "test_premium_on_ray@testbed", "ray is not installed"),
+        _skipped("tests.engine_real.test_real_vllm", "test_real", "no vLLM venv"),
+    )
+    hook_ray = _report(_passed("tests.rayserve.test_testbed_ray", "test_premium_on_ray"))
+    proc = _check(tmp_path, make_test, hook_ray)
+    assert proc.returncode == 1, proc.stdout  # the vLLM test ran nowhere
+    assert "test_real_vllm::test_real" in proc.stderr and "test_testbed_ray" not in proc.stderr
+    hook_vllm = _report(_passed("tests.engine_real.test_real_vllm", "test_real"))
+    assert _check(tmp_path, make_test, hook_ray, hook_vllm).returncode == 0
+
+
+def test_an_xfail_is_a_skip_too(tmp_path: Path) -> None:
+    proc = _check(tmp_path, _report(_skipped("tests.a", "test_known_bug", "flaky under load", kind="pytest.xfail")))
+    assert proc.returncode == 1 and "tests.a::test_known_bug" in proc.stderr
+
+
+def test_an_unreadable_report_fails(tmp_path: Path) -> None:
+    assert _check(tmp_path, "<testsuites><testsuite").returncode == 1
+
+
+def test_the_dockerfile_build_stage_copies_every_installed_folder() -> None:
+    """.ci/hooks/wheel.sh builds the wheel from what deploy/Dockerfile's build stage COPYs: a mapped folder
+    it forgets would be missing from the image (setup.py skips a folder that is absent)."""
+    import ast
+
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    assigns = [n for n in ast.walk(tree) if isinstance(n, ast.Assign)]
+    mapped = next(ast.literal_eval(n.value) for n in assigns if getattr(n.targets[0], "id", "") == "MAPPED")
+    sources: list[str] = []
+    stage = 0
+    for line in (ROOT / "deploy" / "Dockerfile").read_text().splitlines():
+        if line.startswith("FROM "):
+            stage += 1
+        elif stage == 1 and line.startswith("COPY ") and "--from" not in line:
+            sources += [s.rstrip("/") for s in line.split()[1:-1]]
+    wanted = {"pyproject.toml", "setup.py", "README.md", "inferslice"} | {d for d in mapped if (ROOT / d / "__init__.py").exists()}
+    assert wanted <= set(sources), sorted(wanted - set(sources))
+    script = (ROOT / ".ci" / "hooks" / "wheel.sh").read_text()
+    assert "--no-index" in script and "wheel_smoke.py" in script and "would be ignored" in script

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from inferslice.actions import action_from_dict
+from inferslice.actions import JUDGED_OUTCOMES, action_from_dict
 from inferslice.control.guardrails import GuardState
 from inferslice.control.state import ControlEvent
 from inferslice.service.console.links import StaticLinks
@@ -55,9 +55,10 @@ def record_actions(audit: AuditLog, t0: float) -> None:
             data[key] = t0 + data[key]
         action = action_from_dict(data)
         at = t0 + item["at_s"]
-        futile = item["outcome"] == "futile"
-        state = "applied" if futile else item["outcome"]
-        events = [ControlEvent(at + 18.0, action.slice, "futile", item.get("detail", ""), action.regime, action.id)] if futile else []
+        judged = item["outcome"] in JUDGED_OUTCOMES
+        state = "applied" if judged else item["outcome"]
+        verdict = ControlEvent(at + 18.0, action.slice, item["outcome"], item.get("detail", ""), action.regime, action.id)
+        events = [verdict] if judged else []
         decided = [Decided(action, "pending" if state == "pending" else "approved")]
         audit.record_decision(at, "approve", decided, [], events, {}, GuardState())
         if state != "pending":

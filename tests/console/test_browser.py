@@ -149,12 +149,17 @@ def test_topology_renders_every_pop_and_link_and_each_tier_its_regime_and_attrib
 
 def test_approving_needs_the_token_and_changes_the_action_through_the_api(api: Api, artefacts: Path) -> None:
     pending = [a["action"]["id"] for a in session()["actions"] if a["outcome"] == "pending"]
+    [ineffective] = [a["action"]["id"] for a in session()["actions"] if a["outcome"] == "ineffective"]
 
     async def go() -> dict[str, Any]:
         b, _ = await _open(api.server.url)
         try:
             row = f"#pending-table tr[data-action='{pending[0]}']"
             await b.wait_for(f'document.querySelector("{row}") !== null')
+            # The timeline shows the outcome check's verdict as such (the session's compute scale-out was ineffective).
+            judged = f"#timeline-table tr[data-action='{ineffective}']"
+            await b.wait_for(f'document.querySelector("{judged}") !== null')
+            verdict = await b.eval(f'(() => {{ const r = document.querySelector("{judged}"); return [r.className, r.innerText]; }})()')
             await b.eval(f'document.querySelector("{row} button.approve").click()')
             await b.wait_for("document.querySelector('#ctl-msg').classList.contains('error')")
             no_token = await b.eval("document.querySelector('#ctl-msg').innerText")
@@ -167,7 +172,7 @@ def test_approving_needs_the_token_and_changes_the_action_through_the_api(api: A
             ok = await b.eval("document.querySelector('#ctl-msg').innerText")
             await b.wait_for(f"document.querySelector(\"#pending-table tr[data-action='{pending[0]}']\") === null")
             await b.screenshot(artefacts / "03-approved.png")
-            return {"no_token": no_token, "ok": ok}
+            return {"no_token": no_token, "ok": ok, "verdict": verdict}
         finally:
             await b.__aexit__(None, None, None)
 
@@ -177,6 +182,11 @@ def test_approving_needs_the_token_and_changes_the_action_through_the_api(api: A
         page = run(go())
         after = {a["id"]: a for a in c.get("/v1/actions").json() if a.get("id")}
     assert "Not authorised (401)" in page["no_token"]
+    assert (
+        page["verdict"][0] == "verdict-ineffective"
+        and "· INEFFECTIVE" in page["verdict"][1]
+        and "ineffective (checked" in page["verdict"][1]
+    )
     assert "Approved" in page["ok"]
     assert after[pending[0]]["state"] != "pending"
     assert after[pending[1]]["state"] == "pending"  # the other one untouched

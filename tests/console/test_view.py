@@ -115,11 +115,13 @@ def test_history_is_trimmed_to_what_the_page_lacks() -> None:
     assert [p["ts"] for p in free["history"]] == [5.0]
 
 
-def test_controller_lists_pending_actions_marks_futile_and_keeps_only_firing_alerts() -> None:
+def test_controller_lists_pending_actions_shows_each_verdict_as_such_and_keeps_only_firing_alerts() -> None:
     actions = [
         {"id": "a1", "kind": "set_cap", "slice": "standard", "state": "pending"},
-        {"id": "a2", "kind": "set_replicas", "slice": "premium", "outcome": "futile"},
-        {"id": "a3", "kind": "set_replicas", "slice": "free", "state": "applied", "measured": {"futile": True}},
+        {"id": "a2", "kind": "set_replicas", "slice": "premium", "state": "applied", "outcome": "ineffective"},
+        {"id": "a3", "kind": "set_replicas", "slice": "free", "state": "applied", "measured": {"futile": True}},  # an older trail's word
+        {"id": "a4", "kind": "set_cap", "slice": "standard", "state": "applied", "outcome": "insufficient"},
+        {"id": "a5", "kind": "set_cap", "slice": "standard", "state": "applied", "outcome": "effective"},
         {"kind": "noop", "slice": "free", "outcome": "proposed"},  # no id: nobody could approve it
     ]
     alerts = [
@@ -127,9 +129,9 @@ def test_controller_lists_pending_actions_marks_futile_and_keeps_only_firing_ale
         {"alertname": "B", "status": "firing", "ends_at_s": 50.0},  # Alertmanager's resolve time passed
         {"alertname": "C", "status": "resolved", "ends_at_s": None},
     ]
-    block = controller_block(actions, alerts, now_s=100.0, limit=3)
+    block = controller_block(actions, alerts, now_s=100.0, limit=5)
     assert [a["id"] for a in block["pending"]] == ["a1"]
-    assert [a.get("futile") for a in block["timeline"]] == [False, True, True]
+    assert [a["verdict"] for a in block["timeline"]] == [None, "ineffective", "ineffective", "insufficient", "effective"]
     assert [a["alertname"] for a in block["alerts"]] == ["A"]
 
 
@@ -156,11 +158,32 @@ def test_controller_audit_rows_are_flattened_with_their_cause_share() -> None:
         "tier": "standard",
         "kind": "set_cap",
         "state": "applied",
-        "outcome": "futile",
+        "outcome": "ineffective",
         "action": {"kind": "set_cap", "slice": "standard", "value": 1.2e6, "regime": "network_limited", "id": "c1"},
         "diagnosis": {"regime": "network_limited", "attribution": {"excess_share": {"network": 0.9, "queue": 0.1, "compute": 0.0}}},
     }
     [item] = controller_block([row], [], now_s=0.0, limit=10)["timeline"]
-    assert (item["slice"], item["value"], item["state"], item["futile"]) == ("standard", 1.2e6, "applied", True)
+    assert (item["slice"], item["value"], item["state"], item["verdict"]) == ("standard", 1.2e6, "applied", "ineffective")
     assert item["cause_share"] == {"network": 0.9, "queue": 0.1, "compute": 0.0}
     assert item["diagnosis"] is None  # not resent at every poll
+
+
+def test_the_diagnosis_block_carries_confidence_and_the_request_count() -> None:
+    tiers = {t["name"]: t for t in _state(now=101.0, diag_ts=100.0, snapshot={"request_count": 37.0})["tiers"]}  # type: ignore[index]
+    d = tiers["free"]["diagnosis"]
+    assert d["confidence"] == 0.8 and d["confident"] is True  # 0.8 >= the 0.6 bar
+    assert d["request_count"] == 37.0  # from the snapshot when the diagnosis does not echo it
+    low = console_state(
+        TOPO,
+        {"free": {}},
+        {"free": {**_diag("met", 100.0), "confidence": 0.55, "request_count": 4.0}},
+        {},
+        {"pending": [], "timeline": [], "alerts": []},
+        {},
+        [],
+        101.0,
+        None,
+        ConsoleSettings(),
+    )
+    free = next(t for t in low["tiers"] if t["name"] == "free")  # type: ignore[union-attr]
+    assert free["diagnosis"]["confident"] is False and free["diagnosis"]["request_count"] == 4.0

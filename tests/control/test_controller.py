@@ -98,3 +98,31 @@ def test_retryable_errors_retry_then_fail_and_permanent_fails_at_once(tmp_path: 
     ctl.tick()
     [row] = ctl.audit.actions()
     assert row["state"] == "failed" and row["attempts"] == 1 and ctl.states["premium"].checks == ()
+
+
+def test_verdicts_reach_the_trail_the_api_and_metrics_as_such(tmp_path: Path) -> None:
+    """A squeezed Standard: the cap raise is judged on the first window measured under it, which fills
+    it again: insufficient in the audit row (what GET /v1/actions serves) and in the metric."""
+    act = FileActuator(tmp_path / "backend.json", TOPOLOGY)
+    data = act._read()
+    data["tiers"]["standard"]["cap_bps"] = 0.5e6
+    act._write(data)
+    clock = {"t": 100.0}
+
+    def source() -> dict[str, tuple[Diagnosis, SliceSnapshot]]:
+        cap = float(act.observe()["standard"].cap_bps or 0.0)
+        t = clock["t"]
+        snap = SliceSnapshot("standard", window_end_s=t, window_s=8.0, request_rate=1.5, link_rx_bps=0.97 * cap, link_cap_bps=cap,
+                             output_tokens_per_s=220.0, ref_output_tokens_per_s=370.0)  # fmt: skip
+        return {"standard": (Diagnosis("standard", Regime.NETWORK_LIMITED, confidence=0.8, window_end_s=t), snap)}
+
+    ctl = Controller(
+        TOPOLOGY, tier_policies(TOPOLOGY), act, AuditLog(tmp_path / "audit.db"), source, clock=lambda: clock["t"], mode=Mode.AUTO
+    )
+    while clock["t"] < 130.0:
+        ctl.tick()
+        clock["t"] += 2.0
+    raises = [r for r in ctl.audit.actions() if r["kind"] == "set_cap" and r["state"] == "applied"]
+    assert len(raises) >= 2 and raises[0]["outcome"] == "insufficient"  # judged under its own value, then raised again
+    text = generate_latest(ctl.metrics.registry).decode()
+    assert 'inferslice_control_actions_total{kind="set_cap",outcome="insufficient",slice="standard"}' in text

@@ -10,12 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferslice.actions import Action, ActionKind
-from inferslice.control.guardrails import GuardState, guard, guard_state_from_dict, reservations
+from inferslice.control.actuators.base import TierObservation
+from inferslice.control.guardrails import GuardState, apply_to, guard, guard_state_from_dict, new_replica_slots, reservations, violations
 from inferslice.control.policy import decide
 from inferslice.control.settings import EDGE_RATE_BPS, cooldown_key
 from inferslice.control.state import ControlState
 from inferslice.control.view import all_slots, cluster_view
 from inferslice.diagnosis import Diagnosis, Regime
+from inferslice.placement import ReplicaPlacement
 from inferslice.snapshot import SliceSnapshot
 
 from .helpers import POLICIES, TOPOLOGY, observations, state_of
@@ -24,6 +26,7 @@ TIERS = [t.name for t in TOPOLOGY.tiers]
 SLOTS = all_slots(TOPOLOGY)
 
 replicas_st = st.fixed_dictionaries({t: st.integers(0, POLICIES[t].replicas_max) for t in TIERS})
+valid_replicas_st = st.fixed_dictionaries({t: st.integers(POLICIES[t].replicas_min, POLICIES[t].replicas_max) for t in TIERS})
 action_st = st.builds(
     Action,
     kind=st.sampled_from([ActionKind.SET_REPLICAS, ActionKind.SET_CAP, ActionKind.RELOCATE]),
@@ -59,14 +62,19 @@ def _invariants(allowed: list[Action], replicas: dict[str, int]) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(replicas=replicas_st, actions=st.lists(action_st, max_size=8), now=st.floats(0, 1e6))
+@given(replicas=valid_replicas_st, actions=st.lists(action_st, max_size=8), now=st.floats(0, 1e6))
 def test_guard_allows_only_what_keeps_the_guarantees(replicas: dict[str, int], actions: list[Action], now: float) -> None:
     cluster = cluster_view(observations(replicas), POLICIES)
+    assert violations(cluster, POLICIES) == []  # every state drawn here is a valid one
     allowed, refused, _ = guard(actions, cluster, POLICIES, GuardState(), now)
     assert len(allowed) + len(refused) == len(actions)
     _invariants(allowed, replicas)
     ids = [a.id for a in allowed]
     assert len(ids) == len(set(ids)) and all(ids)
+    after = cluster
+    for a in allowed:  # the batch as a whole, not each action against the state before it
+        after = apply_to(after, a, POLICIES)
+    assert violations(after, POLICIES) == []
 
 
 snap_st = st.builds(
@@ -153,3 +161,70 @@ def test_relocation_onto_another_tiers_guarantee_is_refused() -> None:
     b = Action(ActionKind.RELOCATE, "standard", "dublin/gpu1", id="s-2-relocate", replica="standard-0")
     allowed, _, _ = guard([b], cluster, POLICIES, GuardState(), 0.0)
     assert allowed == [b]
+
+
+def _obs(tier: str, *slots: str, share: float = 1.0) -> TierObservation:
+    reps = []
+    for k, slot in enumerate(slots):
+        pop, _, gpu = slot.partition("/gpu")
+        reps.append(ReplicaPlacement(f"{tier}-{k}", pop, int(gpu), "ready", share))
+    return TierObservation(tier, len(slots), tuple(reps))
+
+
+def test_two_moves_onto_one_half_used_gpu_in_one_batch_are_not_both_allowed() -> None:
+    # Standard's replica was moved to dublin/gpu1 (half of it in use, reserved by nobody); two Premium
+    # moves there in one tick: judged against the state before the batch, both fitted (1.5 GPU on one GPU).
+    obs = {
+        "free": _obs("free", "bristol/gpu0"),
+        "standard": _obs("standard", "dublin/gpu1"),
+        "premium": _obs("premium", "bristol/gpu1", "bristol/gpu1", share=0.35),
+    }
+    cluster = cluster_view(obs, POLICIES)
+    moves = [Action(ActionKind.RELOCATE, "premium", "dublin/gpu1", id=f"p-1-{k}-relocate", replica=f"premium-{k}") for k in (0, 1)]
+    allowed, refused, _ = guard(moves, cluster, POLICIES, GuardState(), 100.0)
+    assert allowed == moves[:1] and [r.rule for r in refused] == ["guarantee"]
+    assert violations(apply_to(cluster, allowed[0], POLICIES), POLICIES) == []
+    assert violations(apply_to(apply_to(cluster, moves[0], POLICIES), moves[1], POLICIES), POLICIES) != []  # what was let through before
+
+
+def test_the_moves_of_one_decision_share_one_cooldown() -> None:
+    obs = {"free": _obs("free", "bristol/gpu0"), "premium": _obs("premium", "bristol/gpu1", "bristol/gpu1", share=0.35)}
+    cluster = cluster_view(obs, POLICIES)
+    moves = [Action(ActionKind.RELOCATE, "premium", "dublin/gpu1", id=f"p-1-{k}-relocate", replica=f"premium-{k}") for k in (0, 1)]
+    allowed, _, g = guard(moves, cluster, POLICIES, GuardState(), 100.0)
+    assert allowed == moves  # 0.5 + 0.5 on the free GPU: both, in one batch
+    again = Action(ActionKind.RELOCATE, "premium", "dublin/gpu1", id="p-2-relocate", replica="premium-0")
+    allowed, refused, _ = guard([again], cluster, POLICIES, g, 110.0)
+    assert allowed == [] and refused[0].rule == "cooldown"  # the next decision waits the relocation cooldown
+
+
+def test_caps_raised_together_stay_within_the_edge() -> None:
+    # Each tier's budget is its guarantee plus half the edge: two tiers at their budgets hold more
+    # than the edge (the issue: all three at their budgets, 20 Gbit/s on a 10 Gbit/s edge).
+    cluster = cluster_view(observations({"free": 1, "standard": 1, "premium": 1}), POLICIES)
+    raises = [
+        Action(ActionKind.SET_CAP, "standard", POLICIES["standard"].bandwidth_budget_bps, id="s-1-set_cap"),
+        Action(ActionKind.SET_CAP, "premium", POLICIES["premium"].bandwidth_budget_bps, id="p-1-set_cap"),
+    ]
+    for a in raises:  # each alone is within its budget and the edge
+        assert guard([a], cluster, POLICIES, GuardState(), 0.0)[0] == [a]
+    allowed, refused, _ = guard(raises, cluster, POLICIES, GuardState(), 0.0)
+    assert allowed == raises[:1] and refused[0].rule == "guarantee"
+    after = apply_to(cluster, raises[0], POLICIES)
+    assert violations(after, POLICIES) == [] and violations(apply_to(after, raises[1], POLICIES), POLICIES) != []
+
+
+def test_a_scale_out_starts_where_its_moved_replica_left_room() -> None:
+    # Standard's placement is bristol/gpu0, london/gpu1, london/gpu1; its one replica was moved to
+    # london/gpu1. Scaling to 3 fills the entries it leaves unfilled (bristol/gpu0, then london/gpu1),
+    # not placement[1:3] (london/gpu1 twice: 1.5 GPU there).
+    obs = {"free": _obs("free", "bristol/gpu0"), "standard": _obs("standard", "london/gpu1")}
+    cluster = cluster_view(obs, POLICIES)
+    assert new_replica_slots(cluster, POLICIES["standard"], 3) == ["bristol/gpu0", "london/gpu1"]
+    a = Action(ActionKind.SET_REPLICAS, "standard", 3, id="s-1-set_replicas")
+    assert guard([a], cluster, POLICIES, GuardState(), 0.0)[0] == [a]
+    assert violations(apply_to(cluster, a, POLICIES), POLICIES) == []
+    # With Premium's replica moved onto london/gpu1 too (it was free there), Standard's third does not fit.
+    crowded = {**obs, "premium": _obs("premium", "london/gpu1")}
+    allowed, refused, _ = guard([a], cluster_view(crowded, POLICIES), POLICIES, GuardState(), 0.0)
+    assert allowed == [] and refused[0].rule == "slot"

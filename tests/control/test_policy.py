@@ -136,7 +136,7 @@ def test_compound_acts_in_attribution_order() -> None:
     assert actions[1].value == 2
 
 
-def test_futile_cap_is_rolled_back_and_not_repeated() -> None:
+def test_ineffective_cap_is_rolled_back_and_not_repeated() -> None:
     snap = SliceSnapshot(
         "standard", request_rate=2.0, link_rx_bps=0.46e6, link_cap_bps=0.5e6, output_tokens_per_s=220.0, ref_output_tokens_per_s=370.0
     )
@@ -149,8 +149,8 @@ def test_futile_cap_is_rolled_back_and_not_repeated() -> None:
     _, st = decide(diag("standard", N), ss2, p, 3.0, st)  # not yet judged: expected 1 + 4, grace 4
     actions, st = decide(diag("standard", N), ss2, p, 10.0, st)
     assert [(a.kind, a.value, a.regime) for a in actions] == [(ActionKind.SET_CAP, 0.5e6, "rollback")]
-    assert [e.kind for e in st.events] == ["futile"]
-    assert ("network_limited", "set_cap") in st.futile
+    assert [e.kind for e in st.events] == ["ineffective"]
+    assert ("network_limited", "set_cap") in st.ineffective
     actions, st = decide(diag("standard", N), replace(ss, cap_bps=0.5e6), p, 12.0, st)
     assert all(a.kind is not ActionKind.SET_CAP for a in actions)
     assert any(e.kind == "budget_exhausted" for e in st.events)  # no PoP with more headroom toward the client

@@ -16,7 +16,7 @@ from hypothesis import strategies as hs
 from inferslice.actions import Action, ActionKind
 from inferslice.control.policy import decide
 from inferslice.control.state import ControlState, mark_applied
-from inferslice.diagnosis import Regime
+from inferslice.diagnosis import Diagnosis, Regime
 from inferslice.snapshot import SliceSnapshot
 
 from .helpers import POLICIES, diag, state_of
@@ -281,3 +281,26 @@ def test_compute_read_just_after_the_co_tenant_left_adds_nothing() -> None:
         assert actions == [], (now, actions)
     actions, _ = decide(diag("premium", C, confidence=0.55), full, p, 8.0, st)
     assert [a.kind for a in actions] == [ActionKind.SET_REPLICAS]  # saturated at full share: a real compute limit
+
+
+def test_an_unsure_verdict_naming_only_the_network_never_prescales() -> None:
+    # Found by the guard property test: a forecast pre-scale (premium 1 -> 4) on a window whose verdict
+    # had an unknown primary and the network as its one secondary at 0.5 confidence (>= min_confidence).
+    # The documented rule: never replicas, not even from the forecast, while only the network binds.
+    p = POLICIES["premium"]
+
+    def ramp(last: Diagnosis | None, at: int) -> tuple[int, list[Action]]:
+        """test_policy's healthy ramp (measured 1 req/s per replica); ``last`` replaces window ``at``'s verdict."""
+        st = ControlState(service_rate_rps=1.0)
+        for i in range(40):
+            snap = SliceSnapshot("premium", request_rate=0.05 * (i + 1), requests_waiting=0.0)
+            d = last if last is not None and i == at else diag("premium", H)
+            actions, st = decide(d, state_of("premium", {"premium": 1}, snap), p, 2.0 * i, st)
+            if actions or i == at:
+                return i, actions
+        return -1, []
+
+    k, first = ramp(None, -1)
+    assert k > 0 and [a.regime for a in first] == ["forecast"]  # healthy, the ramp pre-scales at window k
+    assert ramp(Diagnosis("premium", U, (N,), 0.5), k) == (k, [])  # the same window read "unknown, network secondary": nothing
+    assert ramp(Diagnosis("premium", U, (N,), 0.3), k)[1] != []  # below min_confidence the verdict is no evidence at all

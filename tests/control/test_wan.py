@@ -65,7 +65,7 @@ def test_unlocated_slowness_moves_nothing() -> None:
     assert actions == [] and any("per-PoP" in e.message for e in st.events)
 
 
-def test_a_move_that_leaves_replicas_behind_the_path_is_insufficient_not_futile() -> None:
+def test_a_move_that_leaves_replicas_behind_the_path_is_insufficient_not_ineffective() -> None:
     ss = _wan(state_of("standard", {"standard": 3}, None))
     [a], st = _two_windows(ss)
     st = mark_applied(st, a.id, 12.0)
@@ -73,8 +73,8 @@ def test_a_move_that_leaves_replicas_behind_the_path_is_insufficient_not_futile(
     later = replace(ss, replicas=tuple(r for r in ss.replicas if r.id != a.replica))
     _, st = decide(diag("standard", N), later, P, 12.0 + 8.0 + 4.0 + 4.0 + 1.0, st)
     kinds = [e.kind for e in st.events]
-    assert "insufficient" in kinds and "futile" not in kinds
-    assert ("network_limited", "relocate") not in st.futile  # the second move may still come
+    assert "insufficient" in kinds and "ineffective" not in kinds
+    assert ("network_limited", "relocate") not in st.ineffective  # the second move may still come
 
 
 def test_the_ablation_switches_turn_off_their_remedy_only() -> None:

@@ -253,3 +253,28 @@ def test_every_write_carries_the_term_and_a_later_term_is_refused(server: apiser
     with pytest.raises(NotLeader):
         KubernetesActuator(topology, api, leadership=_Term(None)).apply(Action(ActionKind.SET_CAP, "free", 10e6, id="x"))
     assert len(server.store.writes) == before
+
+
+@pytest.mark.parametrize(
+    ("code", "reason", "retryable"),
+    [
+        (429, "TooManyRequests", True),  # api-conventions: wait Retry-After, retry
+        (500, "InternalError", True),  # retry with backoff
+        (503, "ServiceUnavailable", True),
+        (504, "Timeout", True),
+        (422, "Invalid", False),  # do not retry, fix the request
+        (403, "Forbidden", False),
+        (404, "NotFound", False),
+        (400, "BadRequest", False),
+    ],
+)
+def test_the_retry_table_is_kube_apiservers(
+    server: apiserver.StandIn, api: Any, topology: Topology, code: int, reason: str, retryable: bool
+) -> None:
+    server.faults.add(apiserver.Fault(lambda c: c.verb == "patch", answer=apiserver.ApiError(code, reason, f"injected {code}"), times=1))
+    act = KubernetesActuator(topology, api)
+    expected = RetryableActuatorError if retryable else PermanentActuatorError
+    with pytest.raises(expected, match=str(code)) as info:
+        act.apply(Action(ActionKind.SET_REPLICAS, "premium", 3, id=f"t-{code}"))
+    assert not isinstance(info.value, PermanentActuatorError if retryable else RetryableActuatorError)
+    assert [c.code for c in server.store.calls if c.verb == "patch"] == [code], "one attempt: no retry inside apply"

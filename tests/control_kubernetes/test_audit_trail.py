@@ -89,7 +89,7 @@ def _rayservice_patches(server: apiserver.StandIn) -> int:
 
 def _replicas_set(server: apiserver.StandIn) -> int:
     """Distinct set_replicas actions that are Applied (each must have patched its RayService once)."""
-    return sum(1 for o in _objects(server) if o["spec"]["kind"] == "set_replicas" and o["status"]["phase"] in ("Applied", "Futile"))
+    return sum(1 for o in _objects(server) if o["spec"]["kind"] == "set_replicas" and o["status"]["phase"] in ("Applied", "Ineffective"))
 
 
 def test_a_restarted_controller_resumes_from_the_objects_without_duplicates(server: apiserver.StandIn, topology: Topology) -> None:
@@ -211,7 +211,7 @@ def test_failover_between_two_controllers_applies_nothing_twice(server: apiserve
     objs = _objects(server)
     ids = [o["spec"]["actionId"] for o in objs]
     assert len(ids) == len(set(ids))
-    applied_by = {o["status"].get("appliedBy") for o in objs if o["status"]["phase"] in ("Applied", "Futile")}
+    applied_by = {o["status"].get("appliedBy") for o in objs if o["status"]["phase"] in ("Applied", "Ineffective")}
     assert applied_by == {"controller-a", "controller-b"}, "both replicas applied some of the actions"
     assert not [o for o in objs if o["status"]["phase"] in ("Approved", "Applying", "InProgress")], "nothing left unfinished"
     assert _rayservice_patches(server) == _replicas_set(server), "each applied scale changed its RayService exactly once"

@@ -10,7 +10,7 @@ from inferslice.actions import Action, ActionKind
 from inferslice.control.actuators.kubernetes import KubernetesActuator
 from inferslice.control.actuators.kubernetes_audit import PhaseConflict, SliceActionStore, apply_recorded
 from inferslice.control.actuators.kubernetes_lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
-from inferslice.deploy import apiserver, rbac
+from inferslice.deploy import apiserver
 from inferslice.deploy.custom_resources import Phase
 from inferslice.topology import Topology
 
@@ -82,34 +82,3 @@ def test_no_action_is_applied_twice_across_a_failover(server: apiserver.StandIn,
     assert recs["act-1"].status["appliedBy"] == "controller-a"
     assert recs["act-2"].status["appliedBy"] == "controller-b"
     assert recs["act-2"].status["message"].startswith("already_applied")
-
-
-def test_controller_and_api_calls_are_exactly_their_platform_permissions(server: apiserver.StandIn) -> None:
-    client = api_client(server.url)
-    clock = {"t": 0.0}
-    elector, store = _elector(client, "c", clock), SliceActionStore(client, NS)
-    elector.try_acquire_or_renew()
-    clock["t"] = 2.0
-    elector.try_acquire_or_renew()
-    store.record(_action(1, "free", 1))
-    store.record(_action(1, "free", 1))
-    store.set_phase("act-1", Phase.APPROVED, by="op")
-    store.list()
-    _list_tiers(client)
-    used = {(c.group, c.resource, c.verb) for c in server.store.calls if c.namespace == NS}
-    declared = {
-        (p.api_group, p.resource, v)
-        for p in rbac.PERMISSIONS
-        if p.scope == rbac.Scope.PLATFORM and p.component in (rbac.Component.CONTROLLER, rbac.Component.API)
-        for v in p.verbs
-    }
-    assert used == declared, f"unused grants: {declared - used}; calls without a grant: {used - declared}"
-
-
-def _list_tiers(client: Any) -> list[dict[str, Any]]:
-    from kubernetes import client as k
-
-    items: list[dict[str, Any]] = k.CustomObjectsApi(client).list_namespaced_custom_object(
-        "inferslice.io", "v1alpha1", NS, "inferslicetiers"
-    )["items"]
-    return items

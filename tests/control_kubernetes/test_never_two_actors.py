@@ -132,7 +132,9 @@ def _applied_once(server: apiserver.StandIn) -> None:
             if last.get(w.name) not in (None, cfg):
                 changed += 1
             last[w.name] = cfg
-    applied = sum(1 for o in _objects(server) if o["spec"]["kind"] == "set_replicas" and o["status"].get("phase") in ("Applied", "Futile"))
+    applied = sum(
+        1 for o in _objects(server) if o["spec"]["kind"] == "set_replicas" and o["status"].get("phase") in ("Applied", "Ineffective")
+    )
     assert changed == applied, f"{changed} serve-config changes for {applied} applied scale actions"
 
 

@@ -78,6 +78,7 @@ def test_tier_dashboard_covers_every_layer_and_links_the_api(artefacts):
         m.LINK_TRANSMIT_BYTES,
         m.POP_RTT,
         m.DIAGNOSIS_CONFIDENCE,
+        m.DIAGNOSIS_REQUESTS,
     ):
         assert name in text, name
     assert 'slice="premium"' in text and "$slice" not in text
@@ -107,7 +108,7 @@ def test_network_and_control_dashboards(artefacts):
     matrix = next(p for p in checks.iter_panels(_dash(artefacts, "inferslice-network")) if "matrix" in p["title"])
     assert matrix["transformations"][0]["id"] == "groupingToMatrix"
     ctl = _exprs(_dash(artefacts, "inferslice-control"))
-    for outcome in ("pending", "applied", "futile"):
+    for outcome in ("pending", "applied", "effective", "insufficient", "ineffective"):  # each verdict as such
         assert f'outcome="{outcome}"' in ctl
 
 

@@ -19,6 +19,32 @@ def test_actions_listed_with_effect_and_refusals_counted() -> None:
         {"at_s": 120.0, "tier": "free", "kind": "at_ceiling", "message": "free is queue_limited at its ceiling ... max_ongoing_requests=12"}
     ]
     text = "\n".join(control_section(actions, history, timeline, events))
-    assert "| remedies | auto | set_cap | standard | 1.00 Mbit/s | network_limited | applied | - | network_limited -> healthy |" in text
+    row = "| remedies | auto | set_cap | standard | 1.00 Mbit/s | network_limited | applied | 1 | 10 s | - | network_limited -> healthy |"
+    assert row in text
     assert "1 further proposals were refused" in text
     assert "at_ceiling (free)" in text and "max_ongoing_requests=12" in text
+
+
+def test_repeated_proposals_are_one_row_and_each_verdict_shows_as_such() -> None:
+    """The issue's report listed 19 identical dry-run rows: one row now, with a count and first/last time;
+    an insufficient raise and an ineffective scale-out read as such."""
+    phases = DEFAULT_STORY.phases
+    timeline = [(phases[1], 100.0, 130.0), (phases[2], 130.0, 160.0)]
+    cap = {"kind": "set_cap", "value": 1.5e6, "regime": "network_limited"}
+    proposal = {"tier": "standard", "mode": "dry-run", "state": "dry_run", "action": cap}
+    actions = [{**proposal, "decided_s": 104.0 + k} for k in range(19)]
+    actions += [
+        {"tier": "standard", "mode": "auto", "state": "applied", "decided_s": 131.0, "applied_s": 131.2, "outcome": "insufficient",
+         "action": {"kind": "set_cap", "value": 0.86e6, "regime": "network_limited", "expected_by_s": 135.0}},
+        {"tier": "standard", "mode": "auto", "state": "applied", "decided_s": 137.0, "applied_s": 137.2, "outcome": "effective",
+         "action": {"kind": "set_cap", "value": 2.59e6, "regime": "network_limited", "expected_by_s": 141.0}},
+        {"tier": "premium", "mode": "auto", "state": "applied", "decided_s": 133.0, "applied_s": 133.1, "outcome": "ineffective",
+         "action": {"kind": "set_replicas", "value": 3, "regime": "compute_limited", "expected_by_s": 145.0}},
+    ]  # fmt: skip
+    text = "\n".join(control_section(actions, {}, timeline, [{"at_s": 150.0, "tier": "premium", "kind": "ineffective", "message": "m"}]))
+    rows = [line for line in text.splitlines() if line.startswith("| three regimes") or line.startswith("| remedies")]
+    assert len(rows) == 4
+    assert "| three regimes | dry-run | set_cap | standard | 1.50 Mbit/s | network_limited | dry_run | 19 | 4-22 s |" in rows[0]
+    assert rows[1].endswith("| insufficient |") and "0.86 Mbit/s" in rows[1]
+    assert rows[2].endswith("| ineffective |") and rows[3].endswith("| effective |")
+    assert "- remedies: ineffective (premium): m" in text

@@ -340,6 +340,30 @@ async def test_a_restarted_front_keeps_a_moved_replica_where_it_was_moved(bed: B
         await again.stop(release_replicas=True)
 
 
+async def test_a_scale_out_starts_where_a_moved_replica_left_room(bed: Bed) -> None:
+    """Standard's placement is bristol/gpu0, london/gpu1, london/gpu1. With its one replica moved to
+    london/gpu1, scaling to 3 must not start two more there (1.5 GPU on one GPU): the new ones fill
+    the entries left unfilled, the rule the controller's guardrails assume."""
+    front = await bed.front("standard", fixed_replicas=1)
+    url = bed.plan.front("standard").url
+    try:
+        await wait_for(lambda: front.state()["replicas"] and front.state()["replicas"][0]["state"] == "ready")
+        body = {"id": "mv", "replica": "standard-0", "pop": "london", "gpu": 1}
+        async with aiohttp.ClientSession() as s, s.post(url + "/admin/moves", json=body) as r:
+            assert r.status == 202
+        await wait_for(lambda: front.moves["mv"].phase == "done", timeout_s=5.0)
+        front.set_fixed(3)
+        await front.reconcile()
+        await wait_for(lambda: len(front.state()["replicas"]) == 3)
+        where = sorted(f"{r['pop']}/gpu{r['gpu']}" for r in front.state()["replicas"])
+        assert where == ["bristol/gpu0", "london/gpu1", "london/gpu1"]
+        # the slot started away from its own entry is remembered like a move: a restart recreates it there
+        placed = json.loads(placement_path(bed.state_dir, "standard").read_text())["placed"]
+        assert sorted(tuple(v) for v in placed.values()) == [("bristol", 0), ("london", 1)]
+    finally:
+        await front.stop(release_replicas=True)
+
+
 def test_placement_file_keeps_only_what_this_topology_can_place(tmp_path: Path) -> None:
     pops = {"bristol": 2, "dublin": 2}
     path = tmp_path / "placement-standard.json"

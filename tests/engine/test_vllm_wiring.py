@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from inferslice.errors import ConfigError
+from inferslice.testbed.engine import cpu_quota
 from inferslice.testbed.engine.host import EngineHost
 from inferslice.testbed.net.lifecycle import default_services
 from inferslice.testbed.net.plan import net_plan
@@ -109,9 +110,20 @@ async def test_engine_host_runs_a_vllm_process_per_replica(tmp_path: Path) -> No
             await asyncio.sleep(0.1)
         assert host.entry("free-0")["state"] == "ready"  # /health answered 200
         assert host.set_share("free-0", 1.0)["gpu_share"] == 1.0
-        with pytest.raises(ValueError):
-            host.set_share("free-0", 0.5)
+        try:
+            ctl = cpu_quota.find_controller() if os.geteuid() == 0 else None
+        except cpu_quota.CgroupUnavailable:
+            ctl = None
+        if ctl is None:  # a real engine's share is a CPU quota: without a writable cgroup, a clear refusal
+            with pytest.raises(ValueError, match="CPU quota"):
+                host.set_share("free-0", 0.5)
+        else:  # its process tree in a cgroup at half the machine's cores
+            assert host.set_share("free-0", 0.5)["gpu_share"] == 0.5
+            group = ctl.group(f"{host.pop.name}-free-0")
+            assert str(pid) in (group / "cgroup.procs").read_text().split()
         await host.remove_replica("free-0")
+        if ctl is not None:
+            assert not ctl.group(f"{host.pop.name}-free-0").exists()  # released with the replica
         assert "free-0" not in host.replicas
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # the process is gone

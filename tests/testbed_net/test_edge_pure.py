@@ -135,3 +135,36 @@ def test_summarise_counts_deltas_and_flows_that_retransmitted() -> None:
     assert s["retrans_per_100_segs"] == 5.0
     assert (s["flows"], s["flows_that_retransmitted"], s["samples_in_rto_backoff"]) == (1, 1, 1)
     assert s["rto_ms"]["max"] == 1632
+
+
+class BurstIpr:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, Any, Any, Any]] = []
+
+    def tc(self, command: str, kind: str = "", index: int = 0, handle: Any = 0, **kwarg: Any) -> None:
+        self.calls.append((command, kind, handle, kwarg.get("burst"), kwarg.get("limit")))
+
+
+def test_a_policer_edge_is_a_token_bucket_of_kube_ovns_size_with_no_queue() -> None:
+    top = _topology(rtt_ms=20)
+    plan = net_plan(top.model_copy(update={"client": top.client.model_copy(update={"edge_mode": "policer"})}))
+    # Kube-OVN's egress_rate: ingress_policing_burst = 80 % of the rate (kbit over kbit/s): 0.8 s
+    assert plan.edge_shape(0.5e6) == (0.8, 0.0)
+    assert plan.edge_shape(10e9)[0] is None  # uncapped binds nothing: the default burst, a deep leaf
+    ipr = BurstIpr()
+    htb.install(ipr, 3, [(0x10011, 0.5e6, 0x0ACA0000, 24, 12), (0x10012, 10e9, 0x0ACB0000, 24, 12)], 0x10, 10e9, shape=plan.edge_shape)
+    capped = [c for c in ipr.calls if c[2] == 0x10011 and c[1] == "htb"]
+    assert capped[0][3] == 50_000  # 0.8 s at 0.5 Mbit/s: 400 kbit, Kube-OVN's burst for a 500 kbps policer
+    leaves = {c[2]: c[4] for c in ipr.calls if c[1] == "bfifo"}
+    assert leaves[0x110000] == 2 * htb.FRAME_BYTES  # nothing waits beyond the frame in service and one more
+    assert leaves[0x120000] == htb.MAX_LEAF_BYTES
+    ipr.calls.clear()
+    burst_s, buffer_s = plan.edge_shape(2e6)
+    htb.change_rate(ipr, 3, 0x10011, 2e6, buffer_s, burst_s)
+    assert ("change-class", "htb", 0x10011, 200_000, None) in ipr.calls  # the bucket follows the new rate
+
+
+def test_a_shaper_edge_keeps_its_small_burst_and_configured_queue() -> None:
+    plan = net_plan(_topology(rtt_ms=20, edge_buffer_ms=250))
+    assert plan.edge_mode == "shaper" and plan.edge_shape(0.5e6) == (None, 0.25)
+    assert htb.burst_bytes(0.5e6, None) == htb.MIN_BURST_BYTES

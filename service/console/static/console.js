@@ -150,6 +150,8 @@ function renderLive(card, t) {
       stat("Goodput (window)", fmtRate(t.goodput_rps)),
       stat("Replicas", `${isNum(t.replicas) ? t.replicas : "–"} / ${t.replicas_max}`),
       stat("Waiting", isNum(t.requests_waiting) ? String(t.requests_waiting) : "–"),
+      stat("Confidence", d && isNum(d.confidence) ? `${fmtPct(d.confidence)}${d.confident ? "" : " (hint)"}` : "–", Boolean(d && !d.confident)),
+      stat("Requests (window)", d && isNum(d.request_count) ? String(Math.round(d.request_count)) : "–"),
       stat("Client edge", `${fmtBps(edge.rate_bps)} of ${isNum(edge.cap_bps) ? fmtBps(edge.cap_bps) : "uncapped"}`),
       stat("Last window", isNum(t.last_window_s) ? `${fmtTime(t.last_window_s)} (${fmtAge(t.age_s)} ago)` : "none"),
     ),

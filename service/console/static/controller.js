@@ -63,11 +63,11 @@ function cause(a) {
 function outcome(a) {
   const m = a.measured;
   if (m && typeof m === "object") {
-    return Object.entries(m).filter(([k]) => k !== "futile").map(([k, v]) => `${k.replaceAll("_", " ")} ${typeof v === "number" ? +v.toFixed(3) : v}`).join(", ");
+    return Object.entries(m).filter(([k]) => k !== "futile" && k !== "verdict").map(([k, v]) => `${k.replaceAll("_", " ")} ${typeof v === "number" ? +v.toFixed(3) : v}`).join(", ");
   }
   if (typeof m === "string") return m;
-  if (a.outcome === "effective" || a.outcome === "futile") {
-    return `${a.outcome}${isNum(a.outcome_s) ? ` (checked ${fmtTime(a.outcome_s)})` : ""}${a.detail ? ": " + a.detail : ""}`;
+  if (a.verdict) {
+    return `${a.verdict}${isNum(a.outcome_s) ? ` (checked ${fmtTime(a.outcome_s)})` : ""}${a.detail ? ": " + a.detail : ""}`;
   }
   if (a.detail) return a.detail;
   if (a.outcome && a.outcome !== a.state) return String(a.outcome);
@@ -98,10 +98,11 @@ export function renderController(ctl, titles, nodes, refresh) {
   more.textContent = timelineOpen ? `Show the newest ${TIMELINE_ROWS} only` : `Show all ${ctl.timeline.length}`;
   more.setAttribute("aria-expanded", String(timelineOpen));
   more.onclick = () => { timelineOpen = !timelineOpen; renderController(ctl, titles, nodes, refresh); };
-  timelineBody.replaceChildren(...(shown.length ? shown.map((a) => el("tr", { "data-action": a.id || "", class: a.futile ? "futile-row" : null },
+  timelineBody.replaceChildren(...(shown.length ? shown.map((a) => el("tr", { "data-action": a.id || "", class: a.verdict ? `verdict-${a.verdict}` : null },
     el("td", { class: "num", text: fmtTime(a.applied_s ?? a.decided_s ?? a.ts) }), el("th", { scope: "row", text: title(a.slice) }),
     el("td", { text: actionText(a) }), el("td", { text: cause(a) }),
-    el("td", {}, a.state, a.futile ? el("span", { class: "futile" }, " · FUTILE") : null),
+    // The outcome check's verdict as such: ineffective and insufficient stand out (the controller acted and the cause stayed).
+    el("td", {}, a.state, a.verdict && a.verdict !== a.state ? el("span", { class: `verdict ${a.verdict}` }, ` · ${a.verdict.toUpperCase()}`) : null),
     el("td", { text: outcome(a) }),
   )) : [el("tr", {}, el("td", { colspan: 6, class: "muted", text: "No action recorded." }))]));
 
