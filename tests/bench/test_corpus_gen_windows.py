@@ -73,3 +73,18 @@ def test_every_window_gets_its_counterfactual_truth() -> None:
     snap = both["snapshots"]["embedded"]
     assert snap["ref_ttft_p99_s"] == pytest.approx(0.1) and snap["ref_tpot_p50_s"] == pytest.approx(0.025)  # learned from the clean twin
     assert both["causes"][0]["class"] == "network" and both["tier_plan"]["tier"] == "standard"
+
+
+def test_the_summary_counts_cells_pairs_and_healthy_windows() -> None:
+    from inferslice.bench.corpus_summary import markdown, summarize
+
+    runs = {"clean": _run("clean", [], 0.0, 0.0), "-c0": _run("-c0", ["c1"], 1.0, 0.0), "-c1": _run("-c1", ["c0"], 0.3, 0.05),
+            "all": _run("all", ["c0", "c1"], 1.3, 0.05)}  # fmt: skip
+    windows = gen.seed_windows(TOP, PLAN, runs, "test")
+    s = summarize(windows, {"seeds": {"7": {"wall_s": 360.0}}})
+    # windows 2-6 of standard (requests started in 12-36 s; the last ones' first tokens and ends fall in
+    # 36-42 s): the cap in -c1 and all, the load in -c0 and all, both in all
+    assert s["cells"] == {"network/standard": 10, "queue/standard": 10}
+    assert s["compound_pairs"] == {"network+queue": 5}
+    assert s["healthy"]["free"] == 28 and s["windows_per_seed"] == 84 and s["testbed_hours"] == 0.1
+    assert "| network | 0 | 10 | 0 |" in markdown(s)
