@@ -197,6 +197,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--engine", default=None, metavar="TIER=vllm",
                    help="serve TIER with a real vLLM (CPU) and draw single causes on it (cap, load, CPU quota)")
     g.add_argument("--vllm-venv", default=None, help="the vLLM venv (default $INFERSLICE_VLLM_VENV or ./.venv-vllm)")
+    s = csub.add_parser("summary", help="windows per (class, tier) cell and compound pair, yield per seed, testbed time",
+                        description="windows per (class, tier) cell and compound pair, yield per seed, testbed time")
+    s.add_argument("dirs", nargs="+", type=Path, help="generated corpus directories (windows.jsonl[.gz], generate.json)")
+    s.add_argument("--json", action="store_true", help="print the summary as JSON")
     from inferslice.bench import corpus_score
 
     corpus_score.add_subcommands(csub)  # calibrate, tune, score
@@ -283,6 +287,17 @@ def run(args: argparse.Namespace) -> int:
         from inferslice.bench import control as control_bench
 
         return control_bench.run(args)
+    if args.bench == "corpus" and args.corpus_command == "summary":
+        from inferslice.bench import corpus_summary
+
+        for d in args.dirs:
+            path = d / "windows.jsonl" if (d / "windows.jsonl").exists() else d / "windows.jsonl.gz"
+            if not path.exists():
+                raise ConfigError(f"no windows.jsonl[.gz] in {d}", "dirs")
+            meta = json.loads((d / "generate.json").read_text()) if (d / "generate.json").exists() else None
+            summary = corpus_summary.summarize(corpus_summary.read_windows(path), meta)
+            print(json.dumps(summary, indent=1) if args.json else f"## {d}\n\n" + corpus_summary.markdown(summary))
+        return 0
     if args.bench == "corpus":  # writes windows.jsonl, seeds/ and generate.json into --out
         from inferslice.bench import corpus_draws, corpus_gen
 
