@@ -564,6 +564,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 class StandIn(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's default listen backlog is 5: concurrent clients on a loaded machine found it full
+    # and were reset. kube-apiserver's (Go's net.Listen) is the kernel's somaxconn.
+    request_queue_size = 128
 
     def __init__(
         self,
