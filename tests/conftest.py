@@ -81,8 +81,12 @@ def _relative(path: Path) -> str:
 
 
 def _order(item: pytest.Item) -> int:
-    """Testbeds of their own first, the session testbed's end-to-end tests last (stable otherwise)."""
-    return 1 if _relative(Path(item.path)).startswith("integration/") else 0
+    """The testbed group last (in one process: it holds the machine's lock from its first test to the end),
+    within it testbeds of their own first and the session testbed's end-to-end tests last; stable otherwise."""
+    rel = _relative(Path(item.path))
+    if not in_testbed_group(rel):
+        return 0
+    return 2 if rel.startswith("integration/") else 1
 
 
 def pytest_configure(config: pytest.Config) -> None:
