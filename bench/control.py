@@ -2,42 +2,43 @@
 
     run_control_bench(out_dir, topology, settings) -> summary (also written to out/summary.json)
 
-Scenarios (times in the testbed's compressed clock; disturbances start after a healthy warm-up):
-
-- load-ramp: Free and Standard ramp past their ceilings' capacity (Free 0.8 -> 4, Standard 1 -> 5 req/s);
-- bandwidth-squeeze: Standard's client-edge cap cut to 0.5 Mbit/s under ~0.8 Mbit/s of demand;
-- gpu-share-drop: a co-tenant takes 65 % of both GPUs at one PoP (london) under steady load;
-- overlap: all three at once, staggered;
-- diurnal: Premium follows one day-shaped cycle (0.5 -> 5 -> 0.5 req/s), where forecasting matters.
+Scenarios and their ground truth: ``bench/control_scenarios.py`` (loads inside every tier's ceiling
+where the ceiling is not the point, client-edge squeezes, a GPU co-tenant, WAN cross-traffic and a
+WAN delay step on the link a tier's replicas use, a backpressure trap, a flash crowd during a
+squeeze, all at once, a diurnal cycle). Policies: ``bench/control_peers.py`` (``POLICIES``: the
+single-knob peers, the composite peers that also turn the cap and move replicas, inferslice and its
+ablations).
 
 Per policy x scenario the summary has, per tier, ``goodput_rps`` (requests/s whose TTFT met the
 SLO) and ``slo_attainment`` (share of arrived requests that met it; unserved ones count as missed),
-and ``replica_seconds``, ``scale_outs``, ``scale_ins``, ``cap_changes``, ``relocations``,
-``futile_actions`` (an action taken while a resource bound that still bound one cold start plus
-two windows later, judged by the same classifier for every policy), ``time_to_recover_s`` (first
-SLO miss after the disturbance to three windows in a row within the SLO; the worst affected tier),
-``guarantee_violations`` (replicas beyond a ceiling/quota or on another tier's reserved GPU).
+and ``replica_seconds`` (also per tier), ``scale_outs``, ``scale_ins``, ``cap_changes``,
+``relocations``, ``futile_actions`` (remedies that could address none of what bound the tier, by
+the scenario's ground truth: ``control_scenarios.futile``, the same rule for every policy),
+``time_to_recover_s`` (first SLO miss after the disturbance to three windows in a row within the
+SLO; the worst affected tier), ``guarantee_violations`` (replicas beyond a ceiling/quota or on
+another tier's reserved GPU).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from inferslice.bench.control_backend import ActionLog, ModelBackend
-from inferslice.bench.control_policies import PAPER_COLD_START_S, POLICIES, InferSlice
+from inferslice.bench.control_peers import ABLATIONS, PEERS, POLICIES, REFERENCE
+from inferslice.bench.control_policies import PAPER_COLD_START_S, InferSlice
+from inferslice.bench.control_scenarios import HIDDEN_CAUSE_SCENARIOS, Scenario, Serving, causes, futile, scenarios, undisturbed
 from inferslice.bench.control_sim import ServingSim
 from inferslice.bottleneck import classify
 from inferslice.control.guardrails import edge_held_bps, reservations
 from inferslice.control.settings import EDGE_RATE_BPS, tier_policies
-from inferslice.diagnosis import BINDING_REGIMES, Diagnosis, Regime
+from inferslice.diagnosis import Diagnosis, Regime
 from inferslice.snapshot import Reference, SliceSnapshot
-from inferslice.topology import Topology, parse_slot
+from inferslice.topology import Topology
 
 
 @dataclass(frozen=True)
@@ -47,97 +48,8 @@ class BenchSettings:
     dt_s: float = 0.25  # model step: a tenth of a TPOT-scale event is not needed, a quarter second is enough for queues
     window_s: float = 2.0  # the testbed's scrape interval: every policy sees windows at the same instants
     seeds: tuple[int, ...] = (1, 2, 3)  # three arrival sequences per cell: a single Poisson draw misleads
-    scenarios: tuple[str, ...] = ("load-ramp", "bandwidth-squeeze", "gpu-share-drop", "overlap", "diurnal")
+    scenarios: tuple[str, ...] = tuple(scenarios())
     policies: tuple[str, ...] = tuple(POLICIES)
-
-
-@dataclass
-class Scenario:
-    name: str
-    arrivals: Callable[[str, float], float]
-    share_of: Callable[[str, float], float]
-    caps: list[tuple[float, str, float | None]] = field(default_factory=list)
-    onset_s: float = 40.0
-    affected: tuple[str, ...] = ()
-    description: str = ""
-
-
-def _ramp(t: float, t0: float, t1: float, a: float, b: float) -> float:
-    if t <= t0:
-        return a
-    if t >= t1:
-        return b
-    return a + (b - a) * (t - t0) / (t1 - t0)
-
-
-def scenarios(k: float = 1.0) -> dict[str, Scenario]:
-    """The five scenarios; ``k`` compresses their clock (the testbed runs them at k ~ 0.3: every
-    instant and the diurnal period scale by k, rates and caps do not)."""
-
-    def full(slot: str, t: float) -> float:
-        return 1.0
-
-    def london_drop(t0: float, t1: float) -> Callable[[str, float], float]:
-        return lambda slot, t: 0.35 if parse_slot(slot)[0] == "london" and t0 * k <= t < t1 * k else 1.0
-
-    def ramp_load(tier: str, t: float) -> float:
-        return {"free": _ramp(t, 40 * k, 150 * k, 0.8, 4.0), "standard": _ramp(t, 40 * k, 150 * k, 1.0, 5.0), "premium": 1.0}[tier]
-
-    def steady(tier: str, t: float) -> float:
-        return {"free": 1.0, "standard": 1.6, "premium": 3.0}[tier]
-
-    def diurnal(tier: str, t: float) -> float:
-        if tier != "premium":
-            return 0.5
-        return 0.5 + 4.5 * math.sin(math.pi * min(max(t - 20.0 * k, 0.0), 200.0 * k) / (200.0 * k)) ** 2
-
-    def at(x: float) -> str:
-        return f"{x * k:g}"
-
-    return {
-        "load-ramp": Scenario(
-            "load-ramp",
-            ramp_load,
-            full,
-            onset_s=40 * k,
-            affected=("free", "standard"),
-            description=f"Free 0.8->4, Standard 1->5 req/s from {at(40)} to {at(150)} s",
-        ),
-        "bandwidth-squeeze": Scenario(
-            "bandwidth-squeeze",
-            steady,
-            full,
-            caps=[(50.0 * k, "standard", 0.5e6), (190.0 * k, "standard", None)],
-            onset_s=50 * k,
-            affected=("standard",),
-            description=f"Standard's receive cap 0.5 Mbit/s (demand ~0.8) from {at(50)} to {at(190)} s",
-        ),
-        "gpu-share-drop": Scenario(
-            "gpu-share-drop",
-            steady,
-            london_drop(50, 190),
-            onset_s=50 * k,
-            affected=("standard", "premium"),
-            description=f"london GPUs at 0.35 share from {at(50)} to {at(190)} s",
-        ),
-        "overlap": Scenario(
-            "overlap",
-            ramp_load,
-            london_drop(80, 200),
-            caps=[(60.0 * k, "standard", 0.5e6), (200.0 * k, "standard", None)],
-            onset_s=40 * k,
-            affected=("free", "standard", "premium"),
-            description=f"load-ramp + Standard cap 0.5 Mbit/s from {at(60)} s + london GPUs at 0.35 from {at(80)} s",
-        ),
-        "diurnal": Scenario(
-            "diurnal",
-            diurnal,
-            full,
-            onset_s=20 * k,
-            affected=("premium",),
-            description=f"Premium 0.5 -> 5 -> 0.5 req/s over {at(200)} s (sin^2)",
-        ),
-    }
 
 
 def _reference(top: Topology, settings: BenchSettings) -> dict[str, Reference]:
@@ -166,14 +78,15 @@ def run_one(
     top: Topology, scenario: Scenario, policy_name: str, seed: int, settings: BenchSettings, refs: Mapping[str, Reference]
 ) -> dict[str, Any]:
     f = top.timing.cold_start_s / PAPER_COLD_START_S
-    sim = ServingSim(top, scenario.arrivals, scenario.share_of, seed=seed, cold_start_s=top.timing.cold_start_s)
+    sim = ServingSim(top, scenario.arrivals, scenario.share_of, seed=seed, cold_start_s=top.timing.cold_start_s, wan_of=scenario.wan_of)
     log = ActionLog()
     policy = POLICIES[policy_name](f)
     policy.setup(ModelBackend(sim), top, log)
     caps = sorted(scenario.caps)
     steps_per_window = round(settings.window_s / settings.dt_s)
     series: dict[str, list[tuple[float, float | None, int, str]]] = {t.name: [] for t in top.tiers}  # (t, ttft_p99, replicas, regime)
-    replica_seconds = 0.0
+    truth: list[tuple[float, dict[str, frozenset[str]]]] = []  # per window: what binds each tier (the scenario's ground truth)
+    replica_seconds = {t.name: 0.0 for t in top.tiers}
     violations = 0
     res = reservations(tier_policies(top))
     step = 0
@@ -183,7 +96,8 @@ def run_one(
             sim.set_cap(tier, cap)
         sim.step(settings.dt_s)
         step += 1
-        replica_seconds += settings.dt_s * sum(len(ts.replicas) for ts in sim.tiers.values())
+        for name, ts in sim.tiers.items():
+            replica_seconds[name] += settings.dt_s * len(ts.replicas)
         violations += count_violations(top, res, _model_live(sim), {n: ts.cap_bps for n, ts in sim.tiers.items()})
         windows: dict[str, SliceSnapshot] | None = None
         diagnoses: dict[str, Diagnosis] | None = None
@@ -193,8 +107,19 @@ def run_one(
             diagnoses = {t: classify(s, refs.get(t)) for t, s in windows.items()}
             for t, s in windows.items():
                 series[t].append((sim.t, s.ttft_p99_s, sim.tiers[t].target, diagnoses[t].regime.value))
+            truth.append((sim.t, causes(top, scenario, sim.t, _model_serving(sim))))
         policy.tick(sim.t, windows, diagnoses)
-    return score(top, scenario, policy_name, policy, log, series, replica_seconds, violations, settings, _model_tiers(top, sim, settings))
+    per_tier = _model_tiers(top, sim, settings)
+    for name, rs in replica_seconds.items():
+        per_tier[name]["replica_seconds"] = rs
+    return score(top, scenario, policy_name, policy, log, series, sum(replica_seconds.values()), violations, settings, per_tier, truth)
+
+
+def _model_serving(sim: ServingSim) -> Serving:
+    return Serving(
+        {n: [r.slot for r in ts.replicas if r.state == "ready"] for n, ts in sim.tiers.items()},
+        {n: ts.cap_bps for n, ts in sim.tiers.items()},
+    )
 
 
 def _model_live(sim: ServingSim) -> dict[str, list[str]]:
@@ -239,10 +164,6 @@ def count_violations(
     return bad
 
 
-def _binding(regime: str) -> bool:
-    return regime in {r.value for r in BINDING_REGIMES}
-
-
 def _model_tiers(top: Topology, sim: ServingSim, settings: BenchSettings) -> dict[str, dict[str, float]]:
     span = settings.duration_s - settings.warmup_s
     per_tier: dict[str, dict[str, float]] = {}
@@ -273,25 +194,24 @@ def score(
     violations: int,
     settings: BenchSettings,
     per_tier: Mapping[str, Mapping[str, float]],
+    truth: Sequence[tuple[float, Mapping[str, frozenset[str]]]],
 ) -> dict[str, Any]:
     """One cell of the summary: the backend's per-tier goodput/attainment, and the counts every
-    backend derives the same way from the action log and the window series."""
+    backend derives the same way from the action log, the window series and the scenario's truth."""
     counts = {"scale_out": 0, "scale_in": 0, "cap_change": 0, "relocation": 0}
-    futile = 0
+    futile_by_kind = {"scale_out": 0, "cap_change": 0, "relocation": 0}
     net_only_scale_outs = 0
     cold = top.timing.cold_start_s
-    for t_act, tier, kind, _value, _prev in log.entries:
+    for entry in log.entries:
+        t_act, tier, kind, _value, _prev = entry
         counts[kind] = counts.get(kind, 0) + 1
         before = [s for s in series[tier] if s[0] <= t_act]
         regime = before[-1][3] if before else "healthy"
         if regime == Regime.NETWORK_LIMITED.value and kind == "scale_out":
             net_only_scale_outs += 1
-        if not _binding(regime):
-            continue
-        delay = 2 * settings.window_s + (cold if kind in ("scale_out", "relocation") else 0.0)
-        later = [s for s in series[tier] if s[0] >= t_act + delay]
-        if later and later[0][3] == regime:
-            futile += 1
+        horizon = 2 * settings.window_s + (cold if kind in ("scale_out", "relocation") else 0.0)
+        if futile(top, sc, entry, truth, horizon):
+            futile_by_kind[kind] += 1
     return {
         "policy": policy_name,
         "scenario": sc.name,
@@ -301,7 +221,9 @@ def score(
         "scale_ins": counts["scale_in"],
         "cap_changes": counts["cap_change"],
         "relocations": counts["relocation"],
-        "futile_actions": futile,
+        "futile_actions": sum(futile_by_kind.values()),
+        "futile_by_kind": futile_by_kind,
+        "truth_windows": {t: sum(1 for _, per in truth if per.get(t)) for t in per_tier},
         "scale_outs_while_network_limited": net_only_scale_outs,
         "time_to_recover_s": _recovery(top, sc, series, settings),
         "guarantee_violations": violations,
@@ -337,9 +259,9 @@ def _mean_cells(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Average over seeds (counts and seconds as means; None if any seed never recovered)."""
     first = runs[0]
     out: dict[str, Any] = {"policy": first["policy"], "scenario": first["scenario"], "seeds": len(runs)}
-    out["tiers"] = {
-        t: {k: sum(r["tiers"][t][k] for r in runs) / len(runs) for k in ("goodput_rps", "slo_attainment")} for t in first["tiers"]
-    }
+    out["tiers"] = {t: {k: sum(r["tiers"][t][k] for r in runs) / len(runs) for k in first["tiers"][t]} for t in first["tiers"]}
+    out["futile_by_kind"] = {k: sum(r["futile_by_kind"][k] for r in runs) / len(runs) for k in first["futile_by_kind"]}
+    out["truth_windows"] = {k: sum(r["truth_windows"][k] for r in runs) / len(runs) for k in first["truth_windows"]}
     for k in (
         "replica_seconds",
         "scale_outs",
@@ -378,6 +300,12 @@ def run_control_bench(out: Path, topology: Topology, settings: BenchSettings, pr
                 f"{sc_name:<18} {pol:<18} goodput {sum(v['goodput_rps'] for v in c['tiers'].values()):5.2f} req/s"
                 f"  replica-s {c['replica_seconds']:7.0f}  futile {c['futile_actions']:.1f}"
             )
+    ceilings: dict[str, Any] = {}
+    for sc_name in settings.scenarios:
+        runs = [run_one(topology, undisturbed(scs[sc_name]), "static", seed, settings, refs) for seed in settings.seeds]
+        for r in runs:
+            r.pop("series")
+        ceilings[sc_name] = _mean_cells(runs)["tiers"]
     summary = {
         "settings": {
             "duration_s": settings.duration_s,
@@ -390,48 +318,80 @@ def run_control_bench(out: Path, topology: Topology, settings: BenchSettings, pr
         },
         "scenarios": {k: scs[k].description for k in settings.scenarios},
         "results": cells,
-        "ratios": ratios(cells),
+        "ratios": ratios(cells, ceilings),
+        "undisturbed": {sc: {"tiers": t, "goodput_rps": sum(v["goodput_rps"] for v in t.values())} for sc, t in ceilings.items()},
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
     (out / "series.json").write_text(json.dumps(series))
     return summary
 
 
-def ratios(cells: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """inferslice against the best other policy per scenario: goodput (sum over tiers and the worst
-    tier) and replica-seconds."""
+GOAL_GOODPUT, GOAL_REPLICA_S = 1.0, 0.9  # every scenario: >= 1.0x the best non-static peer's goodput at <= 0.9x its replica-seconds
+GOAL_HIDDEN_GOODPUT, GOAL_HIDDEN_REPLICA_S = 1.3, 1.0  # the hidden-cause WAN scenarios: >= 1.3x at <= 1.0x
+
+
+def _total(c: Mapping[str, Any]) -> float:
+    return float(sum(v["goodput_rps"] for v in c["tiers"].values()))
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b > 0 else None
+
+
+def ratios(cells: Mapping[str, Mapping[str, Any]], ceilings: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """Per scenario: inferslice against the best non-static peer (by goodput summed over tiers), the goal
+    verdict, per tier against that peer and against each tier's best peer, static beside, and each
+    ablation against inferslice and against that peer."""
     out: dict[str, Any] = {}
     for sc, pols in cells.items():
         if "inferslice" not in pols:
             continue
         me = pols["inferslice"]
-        peers = {p: c for p, c in pols.items() if p != "inferslice"}
+        peers = {p: c for p, c in pols.items() if p in PEERS}
         if not peers:
             continue
-
-        def total(c: Mapping[str, Any]) -> float:
-            return float(sum(v["goodput_rps"] for v in c["tiers"].values()))
-
-        best_name = max(peers, key=lambda p: total(peers[p]))
+        best_name = max(peers, key=lambda p: _total(peers[p]))
         best = peers[best_name]
-        cheaper = {p: c for p, c in peers.items() if c["replica_seconds"] <= me["replica_seconds"] * 1.0001}
-        best_cheap_name = max(cheaper, key=lambda p: total(cheaper[p])) if cheaper else None
-        per_tier = {
-            t: (me["tiers"][t]["goodput_rps"] / max(c["tiers"][t]["goodput_rps"] for c in peers.values()))
-            if max(c["tiers"][t]["goodput_rps"] for c in peers.values()) > 0
-            else None
-            for t in me["tiers"]
+        hidden = sc in HIDDEN_CAUSE_SCENARIOS
+        g_goal, r_goal = (GOAL_HIDDEN_GOODPUT, GOAL_HIDDEN_REPLICA_S) if hidden else (GOAL_GOODPUT, GOAL_REPLICA_S)
+        g = _ratio(_total(me), _total(best))
+        r = _ratio(me["replica_seconds"], best["replica_seconds"])
+        per_tier = {t: _ratio(me["tiers"][t]["goodput_rps"], best["tiers"][t]["goodput_rps"]) for t in me["tiers"]}
+        per_tier_best = {
+            t: _ratio(me["tiers"][t]["goodput_rps"], max(c["tiers"][t]["goodput_rps"] for c in peers.values())) for t in me["tiers"]
         }
-        out[sc] = {
+        row: dict[str, Any] = {
             "best_peer": best_name,
-            "goodput_ratio_vs_best_peer": total(me) / total(best) if total(best) > 0 else None,
-            "replica_seconds_ratio_vs_best_peer": me["replica_seconds"] / best["replica_seconds"] if best["replica_seconds"] else None,
-            "goodput_ratio_per_tier_vs_best_peer_of_that_tier": per_tier,
-            "best_peer_at_no_more_replica_seconds": best_cheap_name,
-            "goodput_ratio_vs_that_peer": (total(me) / total(cheaper[best_cheap_name]))
-            if best_cheap_name and total(cheaper[best_cheap_name]) > 0
-            else None,
+            "goodput_ratio_vs_best_peer": g,
+            "replica_seconds_ratio_vs_best_peer": r,
+            "goodput_ratio_per_tier_vs_best_peer": per_tier,
+            "goodput_ratio_per_tier_vs_best_peer_of_that_tier": per_tier_best,
+            "replica_seconds_ratio_per_tier_vs_best_peer": {
+                t: _ratio(me["tiers"][t].get("replica_seconds", 0.0), best["tiers"][t].get("replica_seconds", 0.0)) for t in me["tiers"]
+            },
+            "goal": {"goodput_at_least": g_goal, "replica_seconds_at_most": r_goal, "futile_actions": 0},
+            "goal_met": g is not None and r is not None and g >= g_goal - 1e-9 and r <= r_goal + 1e-9 and me["futile_actions"] == 0,
+            "inferslice_futile_actions": me["futile_actions"],
+            "best_peer_futile_actions": best["futile_actions"],
         }
+        if ceilings and sc in ceilings:  # what a perfect remedy could reach: static at the ceiling with nothing injected
+            row["undisturbed_goodput_ratio_vs_best_peer"] = _ratio(sum(v["goodput_rps"] for v in ceilings[sc].values()), _total(best))
+        for ref in REFERENCE:
+            if ref in pols:
+                row[f"goodput_ratio_vs_{ref}"] = _ratio(_total(me), _total(pols[ref]))
+                row[f"replica_seconds_ratio_vs_{ref}"] = _ratio(me["replica_seconds"], pols[ref]["replica_seconds"])
+        row["ablations"] = {
+            a: {
+                "goodput_ratio_vs_inferslice": _ratio(_total(pols[a]), _total(me)),
+                "replica_seconds_ratio_vs_inferslice": _ratio(pols[a]["replica_seconds"], me["replica_seconds"]),
+                "goodput_ratio_vs_best_peer": _ratio(_total(pols[a]), _total(best)),
+                "replica_seconds_ratio_vs_best_peer": _ratio(pols[a]["replica_seconds"], best["replica_seconds"]),
+                "futile_actions": pols[a]["futile_actions"],
+            }
+            for a in ABLATIONS
+            if a in pols
+        }
+        out[sc] = row
     return out
 
 

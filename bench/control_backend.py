@@ -77,6 +77,10 @@ class Backend(Protocol):
 
     def actuator(self, log: ActionLog) -> Actuator: ...
 
+    def path_excess_s(self) -> Mapping[str, float]:
+        """PoP -> how much slower than configured its WAN path to the gateway is (the PoP prober's reading)."""
+        ...
+
 
 # -- the model ------------------------------------------------------------------------------------
 class ModelBackend:
@@ -107,6 +111,9 @@ class ModelBackend:
 
     def actuator(self, log: ActionLog) -> Actuator:
         return SimActuator(self.sim, log, lambda: self.sim.t)
+
+    def path_excess_s(self) -> Mapping[str, float]:
+        return {p.name: self.sim.path_excess_s(p.name) for p in self.sim.top.pops}
 
 
 class SimActuator:

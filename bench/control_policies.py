@@ -9,7 +9,9 @@ testbed applies to cold starts:
 - ray_serve_default: Ray Serve's default policy, Ray's own decision code (``ray.serve.autoscaling_policy``,
   ray 2.60: mean ongoing over look_back_period / target_ongoing_requests, upscale/downscale delays 30 / 600 s);
 - keda: vLLM production-stack's KEDA trigger, ``vllm:num_requests_waiting`` > 5 (AverageValue:
-  desired = ceil(waiting / 5)), polling 15 s, cooldown 360 s before scaling in;
+  desired = ceil(waiting / 5)), sized as the HPA behind KEDA does (``KedaHpa``: 15 s sync, 10 %
+  tolerance, scale-down to the highest desired count of the last 300 s, minReplicas = the tier's
+  guaranteed count; KEDA's ``cooldownPeriod`` only governs scaling to zero, which never happens here);
 - wva: llm-d workload-variant-autoscaler's saturation analyzer (a replica is saturated at KV >= 0.8
   or queue >= 5; +1 when spare KV < 0.1 or spare queue < 3; -1 only if the load fits one fewer and
   >= 2 replicas are non-saturated; peak metrics over 60 s, reconcile 60 s);
@@ -17,7 +19,8 @@ testbed applies to cold starts:
 - inferslice: this project's controller (``service.controller.Controller`` in auto mode, with the
   real ``decide``, ``guard`` and audit log) diagnosing with the real classifier.
 
-``register_policy`` adds more (the engines helper plugs in Ray Serve run for real).
+Composite peers that also turn the cap and move replicas, and inferslice's ablations, are in
+``control_peers`` (its ``POLICIES`` is the whole registry). ``register_policy`` adds more.
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from inferslice.actions import Action, ActionKind
 from inferslice.bench.control_backend import ActionLog, Backend
 from inferslice.bench.control_sim import BASE_TPOT_S, PER_SEQ_TPOT_S, TOKENS_MEAN
+from inferslice.control.actuators.base import Actuator, ApplyResult, TierObservation
 from inferslice.control.settings import ControlSettings, tier_policies
 from inferslice.diagnosis import Diagnosis
 from inferslice.errors import ConfigError
@@ -60,9 +65,15 @@ class SimPolicy:
     def target(self, tier: str) -> int:
         return self.backend.reading(tier).target
 
+    # Set by a composite peer: replica decisions then go through its guarded shell instead of straight to the backend.
+    scaler: Callable[[float, str, int], None] | None = None
+
     def scale(self, now: float, tier: str, n: int) -> None:
         t = self.top.tier(tier)
         n = max(max(1, t.replicas_min), min(t.replicas_max, n))
+        if self.scaler is not None:
+            self.scaler(now, tier, n)
+            return
         cur = self.target(tier)
         if n != cur:
             self.backend.set_replicas(tier, n)
@@ -179,30 +190,37 @@ class RayServeDefault(Periodic):
         self.scale(now, tier, max(cfg.min_replicas, min(cfg.max_replicas, math.ceil(desired))))
 
 
-class Keda(Periodic):
+class KedaHpa(Periodic):
+    """KEDA's prometheus trigger on waiting requests, sized by the HPA's algorithm (module docstring)."""
+
     name = "keda"
-    period_s = 15.0  # pollingInterval
+    period_s = 15.0  # the HPA's sync period (KEDA's metrics adapter answers each one); production-stack polls every 15 s
+    target_waiting = 5.0  # AverageValue target of vllm:num_requests_waiting (the production-stack's threshold)
+    tolerance = 0.1  # the HPA does nothing while metric / target is within 10 % of the replicas
+    stabilisation_down_s = 300.0  # HPA scaleDown.stabilizationWindowSeconds default: the highest desired count over it
 
     def setup(self, backend: Backend, top: Topology, log: ActionLog) -> None:
         super().setup(backend, top, log)
-        self.below_since: dict[str, float | None] = {t.name: None for t in top.tiers}
+        self.recommendations: dict[str, deque[tuple[float, int]]] = {t.name: deque() for t in top.tiers}
 
     def decide(self, now: float, tier: str) -> None:
+        t = self.top.tier(tier)
         r = self.backend.reading(tier)
         cur = r.target
-        desired = max(1, math.ceil(r.queued / 5.0))  # AverageValue target 5 waiting
-        if desired > cur:
-            self.below_since[tier] = None
-            self.scale(now, tier, desired)
-        elif desired < cur:
-            since = self.below_since[tier]
-            if since is None:
-                self.below_since[tier] = now
-            elif now - since >= 360.0 * self.f:  # cooldownPeriod
-                self.below_since[tier] = None
-                self.scale(now, tier, desired)
-        else:
-            self.below_since[tier] = None
+        lo, hi = max(1, t.replicas_min), t.replicas_max
+        metric = float(r.queued)  # the router queue: where this stack's requests wait (the engines' waiting queue in vLLM's)
+        ratio = metric / (self.target_waiting * max(cur, 1))
+        desired = cur if abs(ratio - 1.0) <= self.tolerance else math.ceil(metric / self.target_waiting)
+        desired = max(lo, min(hi, desired))
+        recs = self.recommendations[tier]
+        recs.append((now, desired))
+        while recs and recs[0][0] < now - self.stabilisation_down_s * self.f:
+            recs.popleft()
+        if desired < cur:
+            desired = min(cur, max(n for _, n in recs))  # scale down only to the highest recommendation in the window
+        elif desired > cur:
+            desired = min(desired, max(2 * cur, cur + 4))  # default scale-up policy: 100 % or 4 pods per period, the larger
+        self.scale(now, tier, desired)
 
 
 class Wva(Periodic):
@@ -279,29 +297,51 @@ def service_rate_prior(top: Topology) -> dict[str, float]:
     return {t.name: t.max_ongoing_requests / (TOKENS_MEAN * (BASE_TPOT_S + PER_SEQ_TPOT_S * t.max_ongoing_requests)) for t in top.tiers}
 
 
+def bench_settings(time_scale: float) -> ControlSettings:
+    """The controller's settings in the bench, and the guardrails' for every peer that acts through them:
+    the same compression as the peers, reclaim (and the scale-in cooldown) after Ray's downscale delay
+    (600 s) x time_scale."""
+    base = ControlSettings()
+    return replace(base, reclaim_after_healthy_s=600.0 * time_scale, cooldown_s={**base.cooldown_s, "scale_in": 600.0 * time_scale})
+
+
+class WithoutKinds:
+    """An actuator that cannot do some kinds (the controller then never proposes them: an ablation)."""
+
+    def __init__(self, inner: Actuator, drop: frozenset[ActionKind]) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.kinds = frozenset(inner.kinds) - drop
+
+    def observe(self) -> Mapping[str, TierObservation]:
+        return self.inner.observe()
+
+    def apply(self, action: Action) -> ApplyResult:
+        return self.inner.apply(action)
+
+
 class InferSlice(SimPolicy):
     name = "inferslice"
 
-    def __init__(self, time_scale: float, settings: ControlSettings | None = None) -> None:
+    def __init__(self, time_scale: float, settings: ControlSettings | None = None, drop_kinds: frozenset[ActionKind] = frozenset()) -> None:
         self.f = time_scale
-        # The same compression as the peers: reclaim after Ray's downscale delay (600 s) x time_scale.
-        base = ControlSettings()
-        self.settings = settings or replace(
-            base, reclaim_after_healthy_s=600.0 * time_scale, cooldown_s={**base.cooldown_s, "scale_in": 600.0 * time_scale}
-        )
+        self.settings = settings or bench_settings(time_scale)
+        self.drop_kinds = drop_kinds
 
     def setup(self, backend: Backend, top: Topology, log: ActionLog) -> None:
         super().setup(backend, top, log)
         self.verdicts: dict[str, tuple[Diagnosis | None, SliceSnapshot | None]] = {}
         policies = tier_policies(top, self.settings, service_rate_prior_rps=service_rate_prior(top))
+        actuator = backend.actuator(log)
         self.controller = Controller(
             top,
             policies,
-            backend.actuator(log),
+            WithoutKinds(actuator, self.drop_kinds) if self.drop_kinds else actuator,
             AuditLog(":memory:"),
             lambda: self.verdicts,
             clock=lambda: backend.t,
             mode=Mode.AUTO,
+            path_excess_s=backend.path_excess_s,
         )
 
     def tick(self, now: float, windows: Mapping[str, SliceSnapshot] | None, diagnoses: Mapping[str, Diagnosis] | None) -> None:
@@ -319,7 +359,7 @@ PolicyFactory = Callable[[float], SimPolicy]
 POLICIES: dict[str, PolicyFactory] = {
     "static": lambda f: Static(),
     "ray_serve_default": RayServeDefault,
-    "keda": Keda,
+    "keda": KedaHpa,
     "wva": Wva,
     "ttft_threshold": TtftThreshold,
     "inferslice": InferSlice,

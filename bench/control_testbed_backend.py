@@ -40,6 +40,7 @@ class TestbedBackend:
         self.t0 = time.monotonic()
         self.readings: dict[str, TierReading] = {t: TierReading(0, 0, 0) for t in top.tier_names}
         self.misses = 0  # reads that failed (reported with the run)
+        self.paths: dict[str, float] = {}  # PoP -> its WAN path's RTT above the configured one (set by the runner from the prober)
 
     @property
     def t(self) -> float:
@@ -63,7 +64,8 @@ class TestbedBackend:
             for r in state.get("replicas", []):
                 if r.get("state") == "ready" and r.get("url"):
                     kv[str(r["id"])] = self._kv(str(r["url"]))
-            self.readings[tier] = tier_reading(state, kv)
+            cap = next((lk.cap_bps for lk in reg.links if lk.kind == "access" and lk.tier == tier and lk.direction == "receive"), None)
+            self.readings[tier] = tier_reading(state, kv, cap)
 
     def _kv(self, url: str) -> float | None:
         try:
@@ -94,6 +96,9 @@ class TestbedBackend:
 
     def actuator(self, log: ActionLog) -> Actuator:
         return CountingActuator(TestbedActuator(self.state_dir), log, lambda: self.t)
+
+    def path_excess_s(self) -> Mapping[str, float]:
+        return dict(self.paths)
 
 
 class CountingActuator:

@@ -29,10 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inferslice.bench.control import BenchSettings, Scenario, count_violations, ratios, scenarios, score
+from inferslice.bench.control import BenchSettings, count_violations, ratios, score
 from inferslice.bench.control_backend import ActionLog, TierReading
-from inferslice.bench.control_policies import PAPER_COLD_START_S, POLICIES
+from inferslice.bench.control_peers import POLICIES
+from inferslice.bench.control_policies import PAPER_COLD_START_S
+from inferslice.bench.control_scenarios import Scenario, Serving, causes, scenarios
 from inferslice.bench.control_testbed_backend import TestbedBackend
+from inferslice.bench.control_testbed_wan import WanPlayer, measured_rtts, path_excess_s, probe_query
 from inferslice.control.guardrails import reservations
 from inferslice.control.settings import tier_policies
 from inferslice.diagnosis import Diagnosis
@@ -131,13 +134,14 @@ def _wait_settled(backend: TestbedBackend, top: Topology, timeout_s: float) -> N
 def run_one(
     stack: Any, backend: TestbedBackend, top: Topology, sc: Scenario, policy_name: str, bs: BenchSettings, ts: TestbedBenchSettings
 ) -> tuple[dict[str, Any], dict[str, list[list[Any]]]]:
-    from inferslice.errors import SourceUnavailable
     from inferslice.service.controller.source import ApiSource
     from inferslice.testbed.net import lifecycle
 
     sd = backend.state_dir
     for t in top.tier_names:
         lifecycle.set_cap(t, None, "receive", sd)
+    WanPlayer.reset(top, sd)
+    wan = WanPlayer(top, sc, sd)
     backend.refresh()
     for t in top.tier_names:
         for rep in backend.reading(t).replicas:
@@ -170,41 +174,12 @@ def run_one(
     res = reservations(tier_policies(top))
     caps = sorted(sc.caps, key=lambda c: c[0])
     series: dict[str, list[tuple[float, float | None, int, str]]] = {t: [] for t in top.tier_names}
-    replica_s, violations, last, next_window = 0.0, 0, 0.0, bs.window_s
-    while backend.t < pre + bs.duration_s:
-        started = backend.t
-        backend.refresh()
-        clock = backend.t
-        now = clock - pre  # the scenario's clock
-        while caps and caps[0][0] <= now:
-            _, tier, cap = caps.pop(0)
-            lifecycle.set_cap(tier, cap, "receive", sd)
-        for t in top.tier_names:
-            for rep in backend.reading(t).replicas:
-                want = sc.share_of(rep.slot, now)
-                if rep.state != "draining" and abs(rep.gpu_share - want) > 1e-6:
-                    backend.set_share(rep, t, want)
-        readings = {t: backend.reading(t) for t in top.tier_names}
-        if now >= 0:
-            replica_s += (now - max(last, 0.0)) * sum(len(r.replicas) for r in readings.values())
-        violations += count_violations(top, res, live_slots(top, readings), {t: r.cap_bps for t, r in readings.items()})
-        last = now
-        windows: dict[str, SliceSnapshot] | None = None
-        diagnoses: dict[str, Diagnosis] | None = None
-        if clock >= next_window:
-            next_window += bs.window_s
-            try:
-                verdicts = api()
-            except SourceUnavailable:
-                verdicts = {}
-            windows = {t: s for t, (_, s) in verdicts.items() if s is not None}
-            diagnoses = {t: d for t, (d, _) in verdicts.items() if d is not None}
-            for t in top.tier_names:
-                d = diagnoses.get(t)
-                if now >= 0:
-                    series[t].append((now, None, readings[t].target, d.regime.value if d else "unknown"))
-        policy.tick(clock, windows, diagnoses)
-        time.sleep(max(0.0, ts.tick_s - (backend.t - started)))
+    truth: list[tuple[float, dict[str, frozenset[str]]]] = []
+    replica_s = {t: 0.0 for t in top.tier_names}
+    try:
+        violations = _loop(stack, backend, top, sc, policy, bs, ts, wan, api, caps, series, truth, replica_s, res)
+    finally:
+        wan.close()
     records: dict[str, list[dict[str, Any]]] = {}
     cut: dict[str, int] = {}
     for t, run in loads.items():
@@ -218,9 +193,10 @@ def run_one(
         t: [(x[0], window_p99(records[t], t0_wall, x[0], bs.window_s, ts.failed_ttft_s), x[2], x[3]) for x in pts]
         for t, pts in series.items()
     }
-    cell = score(
-        top, sc, policy_name, policy, log, series, replica_s, violations, bs, tier_outcomes(top, records, t0_wall, bs, ts.score_tail_s)
-    )
+    per_tier = tier_outcomes(top, records, t0_wall, bs, ts.score_tail_s)
+    for t, rs in replica_s.items():
+        per_tier[t]["replica_seconds"] = rs
+    cell = score(top, sc, policy_name, policy, log, series, sum(replica_s.values()), violations, bs, per_tier, truth)
     cell["seeds"] = 1
     cell["unrecovered_seeds"] = 1 if cell["time_to_recover_s"] is None else 0
     cell["requests"] = {t: len(r) for t, r in records.items()}
@@ -230,6 +206,74 @@ def run_one(
     cell["preroll_actions"] = [[round(a[0] - pre, 2), a[1], a[2], a[3], a[4]] for a in preroll_actions]
     backend.misses = 0
     return cell, cell.pop("series")
+
+
+def _loop(
+    stack: Any,
+    backend: TestbedBackend,
+    top: Topology,
+    sc: Scenario,
+    policy: Any,
+    bs: BenchSettings,
+    ts: TestbedBenchSettings,
+    wan: WanPlayer,
+    api: Any,
+    caps: list[tuple[float, str, float | None]],
+    series: dict[str, list[tuple[float, float | None, int, str]]],
+    truth: list[tuple[float, dict[str, frozenset[str]]]],
+    replica_s: dict[str, float],
+    res: Mapping[str, Mapping[str, float]],
+) -> int:
+    """The run's ticks: inject what is due, read, score the instant, let the policy act; returns the violations."""
+    from inferslice.errors import SourceUnavailable
+    from inferslice.testbed.net import lifecycle
+
+    sd, pre = backend.state_dir, ts.preroll_s
+    violations, last, next_window = 0, 0.0, bs.window_s
+    while backend.t < pre + bs.duration_s:
+        started = backend.t
+        backend.refresh()
+        clock = backend.t
+        now = clock - pre  # the scenario's clock
+        while caps and caps[0][0] <= now:
+            _, tier, cap = caps.pop(0)
+            lifecycle.set_cap(tier, cap, "receive", sd)
+        wan.step(now)
+        for t in top.tier_names:
+            for rep in backend.reading(t).replicas:
+                want = sc.share_of(rep.slot, now)
+                if rep.state != "draining" and abs(rep.gpu_share - want) > 1e-6:
+                    backend.set_share(rep, t, want)
+        readings = {t: backend.reading(t) for t in top.tier_names}
+        if now >= 0:
+            for t, r in readings.items():
+                replica_s[t] += (now - max(last, 0.0)) * len(r.replicas)
+        violations += count_violations(top, res, live_slots(top, readings), {t: r.cap_bps for t, r in readings.items()})
+        last = now
+        windows: dict[str, SliceSnapshot] | None = None
+        diagnoses: dict[str, Diagnosis] | None = None
+        if clock >= next_window:
+            next_window += bs.window_s
+            try:
+                verdicts = api()
+            except SourceUnavailable:
+                verdicts = {}
+            try:  # the per-PoP path reading the controller's WAN remedy needs (the prober, through Prometheus)
+                backend.paths = path_excess_s(top, measured_rtts(stack.query(probe_query(4 * bs.window_s))))
+            except InferSliceError:
+                backend.paths = {}
+            windows = {t: s for t, (_, s) in verdicts.items() if s is not None}
+            diagnoses = {t: d for t, (d, _) in verdicts.items() if d is not None}
+            for t in top.tier_names:
+                d = diagnoses.get(t)
+                if now >= 0:
+                    series[t].append((now, None, readings[t].target, d.regime.value if d else "unknown"))
+            if now >= 0:
+                serving = Serving({t: [x.slot for x in r.ready] for t, r in readings.items()}, {t: r.cap_bps for t, r in readings.items()})
+                truth.append((now, causes(top, sc, now, serving)))
+        policy.tick(clock, windows, diagnoses)
+        time.sleep(max(0.0, ts.tick_s - (backend.t - started)))
+    return violations
 
 
 def run_matrix(

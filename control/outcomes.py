@@ -40,6 +40,7 @@ from inferslice.control.remedies.base import FORECAST, RECLAIM, ROLLBACK, C, Q, 
 from inferslice.control.settings import TierPolicy
 from inferslice.control.state import Check, ControlEvent, ControlState, SliceState
 from inferslice.control.trust import CAP_MATCH
+from inferslice.control.wan import slowed_pops
 from inferslice.diagnosis import BINDING_REGIMES, Diagnosis, Regime
 
 __all__ = ["judge", "regimes_of"]
@@ -150,6 +151,15 @@ def judge(
             if failed and c.kind is ActionKind.SET_CAP and _link_uses(ss, _num(c.value), p.settings.link_used_ratio):
                 # The link fills the raised cap: demand hidden behind the old cap's queue shows once it drains.
                 verdict(c, OUTCOME_INSUFFICIENT, f"cap {c.value:g} bit/s binds again: raise further")
+                continue
+            if (
+                failed
+                and c.kind is ActionKind.RELOCATE
+                and cause is Regime.NETWORK_LIMITED
+                and slowed_pops(ss, p.settings) & {r.pop for r in ss.replicas if r.state == "ready"}
+            ):
+                # One replica moved off a slowed WAN path, others still behind it: the next move follows.
+                verdict(c, OUTCOME_INSUFFICIENT, f"moved to {c.value}; replicas still behind a slowed path")
                 continue
             note = f"{c.kind.value} -> {c.value} did not clear {cause.value if cause else c.cause}"
             safe = failed and _rollback_safe(c, present)

@@ -132,7 +132,11 @@ def decide(
     st = _observe(replace(state, tier=p.tier, events=()), ss, p, now_s, events)
     st, rollbacks = judge(st, diagnosis, ss, p, now_s, events)
     lam = st.forecast.level if st.forecast.samples else None
-    fc = predict(st.forecast, cold_start_s(st, p), s.forecast_alpha, s.forecast_beta, s.forecast_z, s.forecast_min_samples)
+    fc = (
+        predict(st.forecast, cold_start_s(st, p), s.forecast_alpha, s.forecast_beta, s.forecast_z, s.forecast_min_samples)
+        if s.forecasting
+        else None
+    )
     if fc is not None:
         st = replace(st, forecast_for_s=fc.at_s, forecast_mean=fc.mean, forecast_upper=fc.upper)
     if not p.controlled:
@@ -146,7 +150,7 @@ def decide(
     if healthy_since is not None and now_s - healthy_since >= s.reclaim_after_healthy_s:
         st = replace(st, ineffective=(), at_ceiling=False)  # a new episode may try every remedy again
 
-    step = Step(diagnosis, ss, p, st, now_s, lam, fc, any(b.regime is N for b in binding), frozenset(st.ineffective))
+    step = Step(diagnosis, ss, p, st, now_s, lam, fc, any(b.regime is N for b in binding), frozenset(st.ineffective), state)
     actions: list[Action] = list(rollbacks)
     wish: ReplicaWish | None = None
     at_ceiling = holding = False

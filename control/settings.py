@@ -36,6 +36,11 @@ class ControlSettings:
     network_settle_s: float = 6.0  # three windows after the link last bound: no replicas for queue/compute read behind it
     compute_settle_s: float = 8.0  # after a co-tenant left: TPOT quantiles span ~2 windows and the diagnosis lags ~1 (demo: 6 s)
     demand_inflation_max: float = 8.0  # unconstrained demand is at most 8x what a pinned link carries (brief: TPOT 26 -> 280 ms)
+    # False: the client-edge cap is someone else's (a NOC's rule, or an ablation): never raise or trim it.
+    cap_raises: bool = True
+    # A WAN path 30 ms slower than configured is queueing or rerouted (the classifier's wan_rtt_excess_binding_s):
+    # replicas behind it move to a PoP on another path; a cap raise or a scale-out cannot help them.
+    wan_excess_s: float = 0.03
     # -- compute ----------------------------------------------------------------------------------
     contended_share: float = 0.9  # a replica below 90 % of its GPU share has a neighbour (the classifier's gpu_share_reduced)
     # -- forecasting ------------------------------------------------------------------------------
@@ -43,6 +48,7 @@ class ControlSettings:
     forecast_beta: float = 0.2  # Holt trend smoothing: a trend needs ~5 windows to establish, one burst does not make one
     forecast_z: float = 1.28  # one-sided 90 % prediction bound: pre-scale for the likely upper demand, not the worst
     forecast_min_samples: int = 4  # a trend from fewer windows is noise
+    forecasting: bool = True  # False: react to measured arrivals only (no pre-scale, no forecast in sizing or reclaim)
     # -- reclaim ----------------------------------------------------------------------------------
     reclaim_after_healthy_s: float = 60.0  # Ray's downscale_delay_s (600 s) scaled like the cold start
     reclaim_utilisation: float = 0.6  # scale in only if n-1 replicas would still run below 60 % at the forecast upper bound
@@ -56,7 +62,7 @@ class ControlSettings:
             "scale_out": 4.0,  # two windows: let the last scale-out show in the next measurements
             "scale_in": 60.0,  # as slow as the reclaim delay: scaling in is the risky direction
             "set_cap": 4.0,  # caps bind within ms; two windows to measure the effect
-            "relocate": 30.0,  # a move is a cold start plus a drain; never two in flight per tier
+            "relocate": 12.0,  # a move is a cold start (8 s) plus two windows to see its successor serve: never two in flight per tier
         }
     )
     max_actions_per_tier: int = 6  # at most six actions per tier per rate window: a cap escalation needs ~3, a scale-out 1-2

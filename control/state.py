@@ -30,6 +30,7 @@ class SliceState:
     pop_headroom_bps: Mapping[str, float] = field(default_factory=dict)  # PoP -> bandwidth this tier could get to clients from there
     pair_rtt_s: Mapping[str, float] = field(default_factory=dict)  # "a|b" (sorted) -> RTT between two PoPs
     relocatable: bool = True  # False: the backend cannot move replicas (compute then scales out within quota)
+    path_excess_s: Mapping[str, float] = field(default_factory=dict)  # PoP -> its WAN path's measured RTT above the configured one
 
     @property
     def replicas_ready(self) -> int:

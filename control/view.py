@@ -44,6 +44,7 @@ def slice_state(
     topology: Topology,
     pop_headroom_bps: Mapping[str, float] | None = None,
     relocatable: bool = True,
+    path_excess_s: Mapping[str, float] | None = None,
 ) -> SliceState:
     gw = topology.client.gateway
     pop_rtt = {
@@ -61,4 +62,5 @@ def slice_state(
         pop_headroom_bps=dict(pop_headroom_bps or {}),
         pair_rtt_s=pairs,
         relocatable=relocatable,
+        path_excess_s=dict(path_excess_s or {}),
     )

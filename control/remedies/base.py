@@ -27,6 +27,7 @@ class Step:
     forecast: Forecast | None  # one cold start ahead
     compound: bool  # the same window's verdict also names the network
     ineffective: frozenset[tuple[str, str]]  # (cause, action kind) that did not help in this episode: not repeated
+    previous: ControlState | None = None  # the state before this window (the previous forecast, the level it moved from)
 
     @property
     def confidence(self) -> float:

@@ -1,5 +1,7 @@
 """Network-limited: the client-edge cap to measured demand x headroom within the budget; the budget
-spent, a move toward a PoP with more headroom toward the client. Never replicas (pure)."""
+spent, a move toward a PoP with more headroom toward the client. When the network that binds is a
+WAN link (the diagnosis's ``network_cause``), a move off it instead (``control.wan``). Never replicas
+(pure). ``ControlSettings.cap_raises`` off: no cap raise (someone else owns the cap)."""
 
 from __future__ import annotations
 
@@ -9,18 +11,22 @@ from inferslice.control.remedies.base import N, Proposal, Step
 from inferslice.control.remedies.relocate import relocation
 from inferslice.control.state import ControlEvent
 from inferslice.control.trust import cap_unseen, link_pinned
+from inferslice.control.wan import wan_bound, wan_remedy
 
 
 def network_remedy(step: Step, decided: frozenset[ActionKind]) -> Proposal:
     """``decided``: kinds already decided this window (a rollback, an earlier cause's move)."""
     out = Proposal()
     p, ss, st, s, now = step.p, step.ss, step.st, step.p.settings, step.now_s
+    if wan_bound(step.diagnosis, ss, s):
+        return wan_remedy(step, decided)
     if ActionKind.SET_CAP in decided or cap_unseen(step.diagnosis, ss, st, s.window_s):
         return out  # a cap decided already, or the verdict predates the cap in force: wait for a window measured at it
     demand = demand_bps(ss, p, st, step.arrivals_rps)
     cap = ss.cap_bps
     if (
-        (N.value, ActionKind.SET_CAP.value) not in step.ineffective
+        s.cap_raises
+        and (N.value, ActionKind.SET_CAP.value) not in step.ineffective
         and demand is not None
         and cap is not None
         and cap < p.bandwidth_budget_bps

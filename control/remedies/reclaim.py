@@ -57,7 +57,7 @@ def reclaim_remedy(
         )
     wanted_bps = demand_bps(ss, p, st, lam)
     cap = ss.cap_bps
-    if (RECLAIM, ActionKind.SET_CAP.value) not in st.ineffective and cap is not None and wanted_bps:
+    if s.cap_raises and (RECLAIM, ActionKind.SET_CAP.value) not in st.ineffective and cap is not None and wanted_bps:
         keep = max(wanted_bps * s.cap_headroom * s.cap_reclaim_margin, p.base_cap_bps or 0.0)
         if cap > 2 * keep:
             lowered = cap - (cap - keep) / 2  # half the excess per reclaim period: slow, never below margin x demand

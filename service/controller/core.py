@@ -133,6 +133,7 @@ class Controller:
         metrics: ControllerMetrics | None = None,
         pop_headroom_bps: Callable[[], Mapping[str, float]] | None = None,
         leadership: Leadership | None = None,
+        path_excess_s: Callable[[], Mapping[str, float]] | None = None,
     ) -> None:
         self.topology = topology
         self.policies = dict(policies)
@@ -144,6 +145,7 @@ class Controller:
         self.metrics = metrics or ControllerMetrics()
         self.pop_headroom_bps = pop_headroom_bps
         self.leadership = leadership  # None: the only controller
+        self.path_excess_s = path_excess_s  # PoP -> its WAN path's RTT above the configured one (the prober's); None: unmeasured
         self.states, self.guard_state = audit.states()
         self.last_tick_s: float | None = None
         self.last_error: str | None = None
@@ -209,6 +211,7 @@ class Controller:
     ) -> tuple[list[Action], int, list[ControlEvent]]:
         cluster = cluster_view(observed, self.policies)
         headroom = self.pop_headroom_bps() if self.pop_headroom_bps else None
+        paths = self.path_excess_s() if self.path_excess_s else None
         relocatable = ActionKind.RELOCATE in self.actuator.kinds
         proposed: list[Action] = []
         new_states: dict[str, ControlState] = {}
@@ -218,7 +221,7 @@ class Controller:
             if obs is None:
                 continue
             diagnosis, snapshot = verdicts.get(tier, (None, None))
-            ss = slice_state(tier, obs, snapshot, cluster, self.policies, self.topology, headroom, relocatable)
+            ss = slice_state(tier, obs, snapshot, cluster, self.policies, self.topology, headroom, relocatable, paths)
             actions, st = decide(diagnosis, ss, policy, now, self.states.get(tier, ControlState()))
             proposed.extend(actions)
             new_states[tier] = st

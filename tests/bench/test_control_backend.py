@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from inferslice.bench.control import BenchSettings, scenarios
+from inferslice.bench.control import BenchSettings
 from inferslice.bench.control_backend import ActionLog, ModelBackend, ReplicaLoad, TierReading, kv_usage, tier_reading
 from inferslice.bench.control_policies import PAPER_COLD_START_S, POLICIES
+from inferslice.bench.control_scenarios import scenarios
 from inferslice.bench.control_sim import ServingSim
 from inferslice.bench.control_testbed_bench import live_slots, schedule, tier_outcomes, window_p99
 from inferslice.topology import load_topology
@@ -86,13 +87,13 @@ def test_window_p99_and_outcomes_from_records() -> None:
 
 
 def test_schedule_follows_the_compressed_scenario() -> None:
-    sc = scenarios(0.25)["load-ramp"]  # Free 0.8 -> 4 req/s from 10 to 37.5 s
+    sc = scenarios(0.25)["load-ramp"]  # Free 0.8 -> 1.4 req/s from 10 to 37.5 s
     pts = dict(schedule(sc, "free", 60.0))
-    assert pts[0.0] == 0.8 and pts[10.0] == 0.8 and pts[40.0] == 4.0
-    assert 0.8 < pts[20.0] < 4.0
+    assert pts[0.0] == 0.8 and pts[10.0] == 0.8 and pts[40.0] == 1.4
+    assert 0.8 < pts[20.0] < 1.4
     assert max(pts) == 60.0
     pre = schedule(sc, "free", 60.0, preroll_s=12.0)  # the t = 0 rate first, then the scenario 12 s later
-    assert pre[0] == (0.0, 0.8) and dict(pre)[12.0 + 40.0] == 4.0 and pre[-1][0] == 72.0
+    assert pre[0] == (0.0, 0.8) and dict(pre)[12.0 + 40.0] == 1.4 and pre[-1][0] == 72.0
 
 
 def test_ray_serves_own_policy_scales_a_queueing_tier_out_and_stays_in_bounds() -> None:

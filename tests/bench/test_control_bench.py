@@ -28,5 +28,5 @@ def test_squeeze_inferslice_raises_the_cap_and_never_scales_for_the_network(tmp_
         "futile_actions",
         "time_to_recover_s",
     }
-    assert set(me["tiers"]["standard"]) == {"goodput_rps", "slo_attainment"}
+    assert set(me["tiers"]["standard"]) == {"goodput_rps", "slo_attainment", "replica_seconds"}
     assert (tmp_path / "summary.json").exists()
