@@ -71,8 +71,8 @@ def fold(actions: Sequence[Mapping[str, Any]], timeline: Sequence[tuple[Any, flo
         a = row.get("action", {})
         decided = float(row.get("decided_s") or 0.0)
         phase = phase_of(decided, timeline)
-        key = (phase, row.get("mode"), a.get("kind"), row.get("tier"), str(a.get("value")), a.get("regime"), row.get("state"))
-        key += (a.get("replica"),)
+        key: tuple[Any, ...] = (phase, row.get("mode"), a.get("kind"), row.get("tier"), str(a.get("value")), a.get("regime"))
+        key += (row.get("state"), a.get("replica"))
         folded = seen.get(key)
         if folded is not None and row.get("state") in ("dry_run", "rejected", "failed"):
             folded["count"] += 1
