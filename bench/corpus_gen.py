@@ -331,7 +331,7 @@ def execute_run(
                 lateness.append(now - boundary)
                 # Both sources answer for the window ending at the boundary, however late this loop got
                 # there: Prometheus evaluates at that instant, the embedded source over its samples up to it.
-                row: dict[str, Any] = {"window": k, "at": now, "loadavg1": (_loadavg() or [None])[0], "late_s": round(now - boundary, 3)}
+                row: dict[str, Any] = {"window": k, "at": now, "loadavg1": next(iter(_loadavg()), None), "late_s": round(now - boundary, 3)}
                 for kind, src in sources.items():
                     try:
                         row[kind] = {s.slice: s.to_dict() for s in src.snapshots(boundary, plan.window_s)}

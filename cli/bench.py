@@ -295,8 +295,8 @@ def run(args: argparse.Namespace) -> int:
             if not path.exists():
                 raise ConfigError(f"no windows.jsonl[.gz] in {d}", "dirs")
             meta = json.loads((d / "generate.json").read_text()) if (d / "generate.json").exists() else None
-            summary = corpus_summary.summarize(corpus_summary.read_windows(path), meta)
-            print(json.dumps(summary, indent=1) if args.json else f"## {d}\n\n" + corpus_summary.markdown(summary))
+            counts = corpus_summary.summarize(corpus_summary.read_windows(path), meta)
+            print(json.dumps(counts, indent=1) if args.json else f"## {d}\n\n" + corpus_summary.markdown(counts))
         return 0
     if args.bench == "corpus":  # writes windows.jsonl, seeds/ and generate.json into --out
         from inferslice.bench import corpus_draws, corpus_gen
