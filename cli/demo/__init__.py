@@ -263,7 +263,8 @@ def _report(stack: Any, story: Any, timeline: Timeline, out: Path, judged_from: 
     from inferslice.cli.demo.control_report import control_section
 
     actions = stack.api_get("/v1/actions") or []
-    lines += control_section(actions, history, timeline, stack.api_get("/v1/control/events") or [])
+    window_s = stack.settings.api_window_s or 8.0  # the API loop's default window (inferslice api --window-s)
+    lines += control_section(actions, history, timeline, stack.api_get("/v1/control/events") or [], window_s)
     lines += report_lines(approval)
     lines += [
         "",

@@ -49,6 +49,9 @@ def phase_of(t: float, timeline: Sequence[tuple[Any, float, float]]) -> str:
     for phase, start, end in timeline:
         if start <= t <= end:
             return str(phase.name)
+    for phase, start, _ in timeline:  # a mode switch lands just before its phase's clock starts
+        if 0.0 <= start - t <= 2.0:
+            return str(phase.name)
     return "-"
 
 
@@ -59,21 +62,24 @@ def _shown(kind: Any, value: Any) -> str:
 
 
 def fold(actions: Sequence[Mapping[str, Any]], timeline: Sequence[tuple[Any, float, float]]) -> list[dict[str, Any]]:
-    """Consecutive identical proposals (same phase, mode, kind, tier, value, cause and state: a dry-run
-    controller proposes the same remedy every window) become one row with a count and first/last time;
-    every applied, pending or approved action keeps its own row."""
+    """Identical proposals within a phase (same mode, kind, tier, value, cause and state: a dry-run
+    controller proposes the same remedy every window) become one row with a count and first/last time,
+    in the order of the first; every applied, pending or approved action keeps its own row."""
     rows: list[dict[str, Any]] = []
+    seen: dict[tuple[Any, ...], dict[str, Any]] = {}
     for row in sorted(actions, key=lambda r: float(r.get("decided_s") or 0.0)):
         a = row.get("action", {})
         decided = float(row.get("decided_s") or 0.0)
         phase = phase_of(decided, timeline)
-        key = (phase, row.get("mode"), a.get("kind"), row.get("tier"), str(a.get("value")), a.get("regime"), row.get("state"))
-        last = rows[-1] if rows else None
-        if last is not None and last["key"] == key and row.get("state") in ("dry_run", "rejected", "failed"):
-            last["count"] += 1
-            last["last_s"] = decided
+        key: tuple[Any, ...] = (phase, row.get("mode"), a.get("kind"), row.get("tier"), str(a.get("value")), a.get("regime"))
+        key += (row.get("state"), a.get("replica"))
+        folded = seen.get(key)
+        if folded is not None and row.get("state") in ("dry_run", "rejected", "failed"):
+            folded["count"] += 1
+            folded["last_s"] = decided
             continue
-        rows.append({"key": key, "row": row, "count": 1, "first_s": decided, "last_s": decided})
+        seen[key] = {"key": key, "row": row, "count": 1, "first_s": decided, "last_s": decided}
+        rows.append(seen[key])
     return rows
 
 
@@ -82,7 +88,9 @@ def control_section(
     history: Mapping[str, Sequence[Mapping[str, Any]]],
     timeline: Sequence[tuple[Any, float, float]],
     events: Sequence[Mapping[str, Any]] = (),
+    window_s: float = 8.0,
 ) -> list[str]:
+    """``window_s``: the diagnosis window; the "after" column reads the first window measured wholly under the action."""
     refused = [a for a in actions if a.get("state") == "refused"]
     actions = [a for a in actions if a.get("state") != "refused"]
     t0 = timeline[0][1] if timeline else 0.0
@@ -109,7 +117,7 @@ def control_section(
         after = None
         if applied is not None:
             delay = float(a.get("expected_by_s") or decided) - decided
-            after = _first_after(hist, float(applied) + max(delay, 4.0))
+            after = _first_after(hist, float(applied) + max(delay, window_s))
         first, last = folded["first_s"] - t0, folded["last_s"] - t0
         when = f"{first:.0f} s" if folded["count"] == 1 else f"{first:.0f}-{last:.0f} s"
         what = a.get("kind") if not a.get("replica") else f"{a.get('kind')} {a.get('replica')}"

@@ -4,23 +4,17 @@ bandwidth, respects cooldowns and the rate limit, and never lets one id through 
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferslice.actions import Action, ActionKind
 from inferslice.control.actuators.base import TierObservation
-from inferslice.control.guardrails import GuardState, apply_to, guard, guard_state_from_dict, new_replica_slots, reservations, violations
-from inferslice.control.policy import decide
-from inferslice.control.settings import EDGE_RATE_BPS, cooldown_key
-from inferslice.control.state import ControlState
+from inferslice.control.guardrails import GuardState, apply_to, guard, new_replica_slots, reservations, violations
+from inferslice.control.settings import EDGE_RATE_BPS
 from inferslice.control.view import all_slots, cluster_view
-from inferslice.diagnosis import Diagnosis, Regime
 from inferslice.placement import ReplicaPlacement
-from inferslice.snapshot import SliceSnapshot
 
-from .helpers import POLICIES, TOPOLOGY, observations, state_of
+from .helpers import POLICIES, TOPOLOGY, observations
 
 TIERS = [t.name for t in TOPOLOGY.tiers]
 SLOTS = all_slots(TOPOLOGY)
@@ -77,71 +71,8 @@ def test_guard_allows_only_what_keeps_the_guarantees(replicas: dict[str, int], a
     assert violations(after, POLICIES) == []
 
 
-snap_st = st.builds(
-    SliceSnapshot,
-    slice=st.just("x"),
-    request_rate=st.one_of(st.none(), st.floats(0, 50)),
-    requests_waiting=st.one_of(st.none(), st.floats(0, 200)),
-    queue_time_p99_s=st.one_of(st.none(), st.floats(0, 30)),
-    ttft_p99_s=st.one_of(st.none(), st.floats(0, 30)),
-    link_rx_bps=st.one_of(st.none(), st.floats(0, 1e8)),
-    output_tokens_per_s=st.one_of(st.none(), st.floats(1, 2000)),
-    ref_output_tokens_per_s=st.one_of(st.none(), st.floats(1, 2000)),
-    tpot_p50_s=st.one_of(st.none(), st.floats(0.001, 1)),
-    ref_tpot_p50_s=st.one_of(st.none(), st.floats(0.001, 1)),
-)
-regime_st = st.sampled_from(list(Regime))
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    replicas=replicas_st,
-    tier=st.sampled_from(TIERS),
-    steps=st.lists(st.tuples(snap_st, regime_st, st.lists(regime_st, max_size=2), st.floats(0.5, 0.99)), min_size=1, max_size=25),
-    cap=st.one_of(st.none(), st.floats(1e5, 1e9)),
-    share=st.floats(0.2, 1.0),
-)
-def test_policy_through_guard_over_time(replicas: dict[str, int], tier: str, steps: list, cap: float | None, share: float) -> None:
-    """A random run of windows: the guarded actions keep every invariant, the rate limit and
-    cooldowns hold, ids never repeat, and a tier whose only binding resource is the network never
-    gets a replica more."""
-    p = POLICIES[tier]
-    cstate, gstate = ControlState(), GuardState()
-    seen: set[str] = set()
-    applied: dict[str, list[float]] = defaultdict(list)
-    per_key: dict[str, float] = {}
-    for i, (snap, regime, secondary, conf) in enumerate(steps):
-        now = 2.0 * i
-        snap = SliceSnapshot(**{**snap.__dict__, "slice": tier})
-        d = Diagnosis(tier, regime, tuple(secondary), conf)
-        ss = state_of(tier, replicas, snap, caps={tier: cap}, share=share)
-        actions, cstate = decide(d, ss, p, now, cstate)
-        binding = {r for r in (regime, *secondary) if r in (Regime.QUEUE_LIMITED, Regime.NETWORK_LIMITED, Regime.COMPUTE_LIMITED)}
-        if binding == {Regime.NETWORK_LIMITED} and conf >= p.settings.min_confidence:
-            assert not [
-                a
-                for a in actions
-                if a.kind is ActionKind.SET_REPLICAS and a.regime != "rollback" and isinstance(a.value, int) and a.value > replicas[tier]
-            ]
-        cluster = cluster_view(observations(replicas, {tier: cap}, share), POLICIES)
-        allowed, _, gstate = guard(actions, cluster, POLICIES, guard_state_from_dict(gstate.to_dict()), now)
-        _invariants(allowed, replicas)
-        earlier = dict(per_key)  # cooldowns are between batches: the moves of one decision share one
-        for a in allowed:
-            assert a.id not in seen
-            seen.add(a.id)
-            applied[a.slice].append(now)
-            recent = [t for t in applied[a.slice] if now - t < p.settings.rate_window_s]
-            assert len(recent) <= p.settings.max_actions_per_tier
-            up = a.kind is not ActionKind.SET_REPLICAS or (isinstance(a.value, (int, float)) and a.value > replicas[tier])
-            key = cooldown_key(a.kind, up)
-            if key in earlier and a.regime != "rollback":
-                assert now - earlier[key] >= p.settings.cooldown_s[key]
-            per_key[key] = now
-            if a.kind is ActionKind.SET_REPLICAS and isinstance(a.value, int):
-                replicas = {**replicas, tier: a.value}
-            if a.kind is ActionKind.SET_CAP and isinstance(a.value, (int, float)):
-                cap = float(a.value)
+# The run of windows through decide and the guard (a network-only tier never gets a replica more, ids,
+# rate limit, cooldowns) is test_safe_batches.py's, for three tiers at once and with the batch invariants.
 
 
 def test_a_repeated_id_is_refused() -> None:

@@ -14,7 +14,14 @@ def test_actions_listed_with_effect_and_refusals_counted() -> None:
          "action": {"kind": "set_cap", "value": 1e6, "regime": "network_limited", "expected_by_s": 114.0}},
         {"tier": "standard", "mode": "auto", "state": "refused", "decided_s": 112.0, "action": {"kind": "set_cap", "value": 2e6}},
     ]  # fmt: skip
-    history = {"standard": [{"window_end_s": 109.0, "regime": "network_limited"}, {"window_end_s": 116.0, "regime": "healthy"}]}
+    # The window ending at 116 began before the raise (8 s windows): "after" is the first one wholly under it.
+    history = {
+        "standard": [
+            {"window_end_s": 109.0, "regime": "network_limited"},
+            {"window_end_s": 116.0, "regime": "network_limited"},
+            {"window_end_s": 119.0, "regime": "healthy"},
+        ]
+    }
     events = [
         {"at_s": 120.0, "tier": "free", "kind": "at_ceiling", "message": "free is queue_limited at its ceiling ... max_ongoing_requests=12"}
     ]
@@ -32,7 +39,11 @@ def test_repeated_proposals_are_one_row_and_each_verdict_shows_as_such() -> None
     timeline = [(phases[1], 100.0, 130.0), (phases[2], 130.0, 160.0)]
     cap = {"kind": "set_cap", "value": 1.5e6, "regime": "network_limited"}
     proposal = {"tier": "standard", "mode": "dry-run", "state": "dry_run", "action": cap}
+    move = {"kind": "relocate", "value": "london/gpu0", "regime": "compute_limited", "replica": "premium-0"}
     actions = [{**proposal, "decided_s": 104.0 + k} for k in range(19)]
+    actions += [
+        {"tier": "premium", "mode": "dry-run", "state": "dry_run", "action": move, "decided_s": 104.5 + k} for k in range(19)
+    ]  # interleaved
     actions += [
         {"tier": "standard", "mode": "auto", "state": "applied", "decided_s": 131.0, "applied_s": 131.2, "outcome": "insufficient",
          "action": {"kind": "set_cap", "value": 0.86e6, "regime": "network_limited", "expected_by_s": 135.0}},
@@ -43,8 +54,9 @@ def test_repeated_proposals_are_one_row_and_each_verdict_shows_as_such() -> None
     ]  # fmt: skip
     text = "\n".join(control_section(actions, {}, timeline, [{"at_s": 150.0, "tier": "premium", "kind": "ineffective", "message": "m"}]))
     rows = [line for line in text.splitlines() if line.startswith("| three regimes") or line.startswith("| remedies")]
-    assert len(rows) == 4
+    assert len(rows) == 5
     assert "| three regimes | dry-run | set_cap | standard | 1.50 Mbit/s | network_limited | dry_run | 19 | 4-22 s |" in rows[0]
-    assert rows[1].endswith("| insufficient |") and "0.86 Mbit/s" in rows[1]
-    assert rows[2].endswith("| ineffective |") and rows[3].endswith("| effective |")
+    assert "| three regimes | dry-run | relocate premium-0 | premium | london/gpu0 | compute_limited | dry_run | 19 | 4-22 s |" in rows[1]
+    assert rows[2].endswith("| insufficient |") and "0.86 Mbit/s" in rows[2]
+    assert rows[3].endswith("| ineffective |") and rows[4].endswith("| effective |")
     assert "- remedies: ineffective (premium): m" in text
