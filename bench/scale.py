@@ -1,40 +1,44 @@
-"""``inferslice bench scale``: how far one exporter per node, one Prometheus and one diagnosis process go.
+"""``inferslice bench scale``: one exporter per node, Prometheus (one, or sharded with VictoriaMetrics
+over the shards), the snapshot recording rules and the diagnosis rounds, from 100 to 10,000 slices.
 
-Synthetic deployment (``scale_targets``): 100 PoPs x 10 tiers = 1,000 slices, 3,000 replicas.
+Synthetic deployment (``scale_targets``): P PoPs x 10 tiers (each tier has its own slice at each
+PoP), three 0.5-GPU replicas each.
 
 1. Exporter per node: our engine exporter scraping one PoP's 30 fake vLLM replicas (recorded
    exposition, advancing), plus the per-slice network and GPU series -> series per node, scrape
    wall time and CPU time (median).
-2. One diagnosis round for all 1,000 slices (source evaluation + classify + store + episodes),
-   for both sources, with the measured process pinned to one core and everything else (fake
-   targets, Prometheus) on the other:
-   - embedded: poll the 100 node exporters over HTTP, evaluate 1,000 snapshots, ingest them;
-   - prometheus: a real Prometheus scrapes the same targets every 2 s; the round's PromQL (one
-     query per field for all slices) and the ingest. PromQL work per round: queries, samples the
-     engine touched (``stats=all``), series in the head block.
-   Budget: the 2 s interval; reported as round time / interval (the share of one core it needs).
+2. The 2 s fleet (``--pops 100``: 1,000 slices): one Prometheus scraping the 100 node exporters
+   every 2 s with the snapshot rules, the measured process pinned to one core and everything else
+   on the other; the recorded round (three queries + ingest) every 2 s *while the scrapes run*,
+   the loop's CPU, Prometheus's CPU over the rounds minus its scrape-only CPU measured just before
+   in the same run (its query work); the raw round (one query per field) for comparison.
+3. The embedded source (scrapes and evaluates in the loop's process) at 10 and 100 PoPs: the
+   small-site default and its limit.
+4. The cost curve (``--sizes``): the sharded form (``--shards`` Prometheus hashing the PoPs as
+   Prometheus Operator's ``spec.shards`` does, remote-writing the recorded series to one
+   VictoriaMetrics; one diagnosis group per shard, each reading its PoPs through VictoriaMetrics)
+   at 100, 1,000 and 10,000 slices, at the scrape interval ``--fleet-interval-s`` these two cores
+   can ingest for 1.5 M series. Round time per group, CPU of the loop, of Prometheus's query work
+   and of VictoriaMetrics, per slice; plotted into ``cost-curve.png``.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 from prometheus_client import CollectorRegistry
 
 from inferslice.collectors import EmbeddedSource
-from inferslice.collectors.prometheus import PrometheusSettings, PrometheusSource
 from inferslice.collectors.source import slices_from_topology
-from inferslice.common.prometheus import Prometheus
 from inferslice.errors import SourceUnavailable
 from inferslice.exporters.base import GuardedCollector
 from inferslice.exporters.engine import EngineSettings, EngineSource, StaticDiscovery, Target
@@ -43,6 +47,7 @@ from inferslice.service.diagnosis import DiagnosisService
 from inferslice.service.store import Store
 from inferslice.topology import Topology
 
+from .scale_fleet import FleetSettings, run_fleet
 from .scale_targets import RECORDED, FakeTargets, network_and_gpu_lines, pop_name, relabel_node, synthetic_topology
 
 INTERVAL_S = 2.0  # the diagnosis interval the round must fit in
@@ -155,123 +160,82 @@ def embedded_rounds(topology: Topology, urls: list[str], db: Path, warm: int, me
     return {**_round_stats(rounds, failed), "targets_up": up, "snapshots": len(snaps), "snapshots_with_ttft": filled}
 
 
-def _pin_process(pid: int, cpu: int) -> None:
-    """Every thread of ``pid`` onto ``cpu`` (Prometheus's Go threads exist right after start)."""
-    if not hasattr(os, "sched_setaffinity") or cpu not in os.sched_getaffinity(0):
-        return
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(int(task.name), {cpu})
-
-
-@contextlib.contextmanager
-def prometheus(urls: list[str], workdir: Path) -> Iterator[str]:
-    """A real Prometheus (``common.prometheus``) scraping every node exporter, on the other core."""
-    static = [{"targets": [u.split("/")[2]], "labels": {"__metrics_path__": "/" + u.split("/", 3)[3]}} for u in urls]
-    config = {
-        "global": {"scrape_interval": f"{INTERVAL_S:g}s", "scrape_timeout": f"{INTERVAL_S:g}s", "evaluation_interval": "1m"},
-        # honor_labels: the exporters' slice and pop labels are the ones the queries select on
-        "scrape_configs": [{"job_name": "nodes", "honor_labels": True, "static_configs": static}],
-    }
-    server = Prometheus(workdir / "prometheus", config)
-    server.start()
+def embedded(topology: Topology, node_text: str, pops: int, workdir: Path, measured: int) -> dict[str, Any]:
+    """Embedded rounds over the first ``pops`` PoPs (their slices only)."""
+    shard = topology.model_copy(update={"tiers": [t for t in topology.tiers if int(t.name.rsplit("-p", 1)[1]) < pops]})
+    nodes = {f"/node/{pop_name(i)}/metrics": relabel_node(node_text, i) for i in range(pops)}
+    fake = FakeTargets(nodes, OTHER_CPU)
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     try:
-        if server.pid is not None:
-            _pin_process(server.pid, OTHER_CPU)
-        yield server.url
+        _pin(MEASURED_CPU)
+        warm = int(WINDOW_S / INTERVAL_S) + 1  # fill one window first
+        out = embedded_rounds(shard, [fake.url(p) for p in nodes], workdir / f"embedded{pops}.db", warm, measured)
     finally:
-        server.stop()
-
-
-def _promql_work(url: str, queries: dict[str, str], at_s: float) -> dict[str, Any]:
-    samples = 0
-    for q in queries.values():
-        body = httpx.post(f"{url}/api/v1/query", data={"query": q, "time": f"{at_s:.3f}", "stats": "all"}, timeout=30).json()
-        samples += int(body.get("data", {}).get("stats", {}).get("samples", {}).get("totalQueryableSamples", 0))
-    own = httpx.get(f"{url}/metrics", timeout=10).text  # Prometheus's own metrics: it does not scrape itself here
-    series = next((float(line.split()[-1]) for line in own.splitlines() if line.startswith("prometheus_tsdb_head_series ")), 0.0)
-    query_chars = sum(len(q) for q in queries.values())
-    return {
-        "queries_per_round": len(queries),
-        "samples_touched_per_round": samples,
-        "head_series": series,
-        "promql_chars_per_round": query_chars,
-    }
-
-
-def prometheus_rounds(topology: Topology, url: str, db: Path, instants: list[float]) -> dict[str, Any]:
-    """Rounds evaluated at ``instants`` (already scraped into Prometheus; the fake targets are stopped
-    by then, so Prometheus answers queries with the core it has in production, not busy scraping)."""
-    slices = slices_from_topology(topology)
-    source = PrometheusSource(slices, PrometheusSettings(base_url=url, timeout_s=INTERVAL_S * 5, window_s=WINDOW_S))
-    service = DiagnosisService(Store(db), topology, time.time)
-    rounds: list[dict[str, float]] = []
-    failed: list[str] = []
-    snaps: list[Any] = []
-    for now in instants:
-        before = source._queries
-        try:
-            snaps, eval_w, eval_c = _timed(lambda now=now: source.snapshots(now, WINDOW_S))  # type: ignore[misc]
-        except SourceUnavailable as err:
-            failed.append(str(err)[:300])
-            continue
-        _, ing_w, ing_c = _timed(lambda snaps=snaps: _ingest_all(service, snaps))  # type: ignore[misc]
-        rounds.append({"evaluate_wall_s": eval_w, "ingest_wall_s": ing_w, "total_wall_s": eval_w + ing_w,
-                       "evaluate_cpu_s": eval_c, "ingest_cpu_s": ing_c,
-                       "total_cpu_s": eval_c + ing_c, "queries": float(source._queries - before)})  # fmt: skip
-    try:
-        work = _promql_work(url, source.queries([s.name for s in slices], WINDOW_S), instants[-1])
-    except httpx.HTTPError as err:
-        work = {"queries_per_round": len(source.specs), "promql_work_error": f"{type(err).__name__}: {err}"}
-    filled = sum(1 for s in snaps if s.ttft_p99_s is not None)
-    source.close()
-    return {**_round_stats(rounds, failed), **work, "snapshots": len(snaps), "snapshots_with_ttft": filled}
+        fake.close()
+        if allowed is not None:
+            os.sched_setaffinity(0, allowed)
+    out["slices"] = len(shard.tiers)
+    if out["median"]:
+        out["core_share_of_interval"] = out["median"]["total_cpu_s"] / INTERVAL_S
+    return out
 
 
 def measure(
-    pops: int = 100, tiers: int = 10, replicas: int = 3, measured: int = 5, sources: tuple[str, ...] = ("embedded", "prometheus")
+    pops: int = 100,
+    tiers: int = 10,
+    replicas: int = 3,
+    measured: int = 5,
+    sizes: tuple[int, ...] = (100, 1000, 10000),
+    shards: int = 4,
+    fleet_interval_s: float = 10.0,
+    parts: tuple[str, ...] = ("fleet", "embedded", "curve"),
 ) -> dict[str, Any]:
     topology = synthetic_topology(pops, tiers, replicas)
     allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
     result: dict[str, Any] = {"benchmark": "scale", "pops": pops, "tiers_per_pop": tiers, "slices": len(topology.tiers),
                               "replicas": sum(t.replicas_max for t in topology.tiers), "interval_s": INTERVAL_S, "window_s": WINDOW_S,
-                              "cores_available": len(allowed)}  # fmt: skip
+                              "cores_available": len(allowed), "load_average_before": [round(x, 2) for x in os.getloadavg()]}  # fmt: skip
     exporter, node_text = node_exporter(topology, scrapes=15)
     result["exporter"] = exporter
-    nodes = {f"/node/{pop_name(i)}/metrics": relabel_node(node_text, i) for i in range(pops)}
-    warm = int(WINDOW_S / INTERVAL_S) + 1  # fill one window first
     with tempfile.TemporaryDirectory(prefix="isx-scale-") as tmp:
-        fake = FakeTargets(nodes, OTHER_CPU)
-        try:
-            urls = [fake.url(p) for p in nodes]
-            _pin(MEASURED_CPU)
-            if "embedded" in sources:
-                result["embedded"] = embedded_rounds(topology, urls, Path(tmp) / "embedded.db", warm, measured)
-                one = {f"/node/{pop_name(0)}/metrics": nodes[f"/node/{pop_name(0)}/metrics"]}
-                shard = topology.model_copy(update={"tiers": [t for t in topology.tiers if t.name.endswith(pop_name(0))]})
-                result["embedded_per_pop_shard"] = embedded_rounds(
-                    shard, [fake.url(p) for p in one], Path(tmp) / "shard.db", warm, measured
+        work = Path(tmp)
+        if "fleet" in parts:
+            settings = FleetSettings(pops=pops, tiers=tiers, replicas=replicas, shards=0, scrape_interval_s=INTERVAL_S, rounds=measured,
+                                     raw_rounds=3, pin=True)  # fmt: skip
+            result["fleet"] = run_fleet(settings, topology, node_text, work / "fleet")
+        if "embedded" in parts:
+            result["embedded"] = {str(n): embedded(topology, node_text, n, work, measured) for n in (max(1, pops // 10), pops)}
+        if "curve" in parts:
+            curve = {}
+            for n in sizes:
+                n_pops = max(1, n // tiers)
+                topo = synthetic_topology(n_pops, tiers, replicas)
+                fleet = FleetSettings(
+                    pops=n_pops, tiers=tiers, replicas=replicas, shards=shards, scrape_interval_s=fleet_interval_s, rounds=4
                 )
-            if "prometheus" in sources:
-                with prometheus(urls, Path(tmp)) as url:
-                    time.sleep(6.0 + WINDOW_S + measured * INTERVAL_S)  # first scrape ~5 s after start, then the windows
-                    fake.close()  # stop scraping load: the rounds query what is stored
-                    end = time.time() - INTERVAL_S
-                    instants = [end - (measured - 1 - k) * INTERVAL_S for k in range(measured)]
-                    result["prometheus"] = prometheus_rounds(topology, url, Path(tmp) / "prometheus.db", instants)
-        finally:
-            fake.close()
-    for name in ("embedded", "embedded_per_pop_shard", "prometheus"):
-        if name in result and result[name]["median"]:
-            result[name]["core_share_of_interval"] = result[name]["median"]["total_cpu_s"] / INTERVAL_S
+                print(f"inferslice bench scale: {n_pops * tiers:,} slices over {shards} shards ...", file=sys.stderr, flush=True)
+                point = run_fleet(fleet, topo, node_text, work / f"curve{n}")
+                point["per_slice_round_cpu_s"] = per_slice_round(point)
+                curve[str(n_pops * tiers)] = point
+            result["curve"] = curve
+    result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     return result
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1e3:,.0f} ms" if x == x else "-"
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.0f} %" if x == x else "-"
 
 
 def markdown(r: dict[str, Any]) -> str:
     e = r["exporter"]
+    la, lb = r["load_average_before"], r["load_average_after"]
     lines = [
-        f"Synthetic deployment: {r['pops']} PoPs x {r['tiers_per_pop']} tiers = {r['slices']:,} slices, {r['replicas']:,} replicas; "
-        f"diagnosis interval {r['interval_s']:g} s, window {r['window_s']:g} s, measured process pinned to one core.",
+        f"Synthetic deployment: PoPs x {r['tiers_per_pop']} tiers, {r['replicas'] // max(1, r['slices'])} replicas per slice; "
+        f"{r['cores_available']} cores, load average {la[0]:.2f} before and {lb[0]:.2f} after (other work on the machine).",
         "",
         "| per node exporter | value |",
         "|---|---:|",
@@ -279,58 +243,166 @@ def markdown(r: dict[str, Any]) -> str:
         f"| series exported (engine + network + GPU) | {e['series_per_node']:,} |",
         f"| scrape wall time, median | {e['scrape_wall_s_median'] * 1e3:.1f} ms |",
         f"| scrape CPU time, median | {e['scrape_cpu_s_median'] * 1e3:.1f} ms |",
-        "",
-        "| diagnosis round | embedded, all slices | prometheus, all slices | embedded, one PoP's slices |",
-        "|---|---:|---:|---:|",
     ]
-    emb, prom, shard = r.get("embedded"), r.get("prometheus"), r.get("embedded_per_pop_shard")
-
-    def cell(d: dict[str, Any] | None, key: str) -> str:
-        if d is None or key not in d["median"]:
-            return "-"
-        return f"{d['median'][key] * 1e3:.0f} ms (max {d['max'][key] * 1e3:.0f})"
-
-    rows = (
-        ("poll (HTTP scrape + parse of the exporters), wall", "poll_wall_s"),
-        ("poll, CPU", "poll_cpu_s"),
-        ("evaluate snapshots (embedded: own PromQL; prometheus: the queries), wall", "evaluate_wall_s"),
-        ("evaluate, CPU", "evaluate_cpu_s"),
-        ("classify + store + episodes (one transaction), wall", "ingest_wall_s"),
-        ("classify + store + episodes, CPU", "ingest_cpu_s"),
-        ("round, wall", "total_wall_s"),
-        ("round, CPU time of the diagnosis process", "total_cpu_s"),
-    )
-    lines += [f"| {label} | {cell(emb, k)} | {cell(prom, k)} | {cell(shard, k)} |" for label, k in rows]
-    shares = [f"{d['core_share_of_interval']:.2f}" if d and "core_share_of_interval" in d else "-" for d in (emb, prom, shard)]
-    lines.append(f"| CPU share of one core over the {r['interval_s']:g} s interval | {shares[0]} | {shares[1]} | {shares[2]} |")
-    fails = [str(d.get("failed_rounds", 0)) if d else "-" for d in (emb, prom, shard)]
-    lines.append(f"| failed rounds | {fails[0]} | {fails[1]} | {fails[2]} |")
-    if prom is not None:
+    f = r.get("fleet")
+    if f is not None:
+        lines += ["", *_fleet_lines(f)]
+    emb = r.get("embedded")
+    if emb:
+        lines += ["", "Embedded source (the loop scrapes and evaluates the exporters itself; 2 s interval, loop pinned to one core):", "",
+                  "| slices | poll (scrape + parse), CPU | evaluate, CPU | ingest, CPU | round, wall | share of one core |",
+                  "|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+        for d in emb.values():
+            m = d["median"]
+            if m:
+                lines.append(f"| {d['slices']:,} | {_ms(m['poll_cpu_s'])} | {_ms(m['evaluate_cpu_s'])} | {_ms(m['ingest_cpu_s'])} "
+                             f"| {_ms(m['total_wall_s'])} | {_pct(d['core_share_of_interval'])} |")  # fmt: skip
+    curve = r.get("curve")
+    if curve:
+        first = next(iter(curve.values()))
         lines += [
             "",
-            "| PromQL work per round | value |",
-            "|---|---:|",
-            f"| queries (one per field, all slices in one regex matcher) | {prom['queries_per_round']} |",
-            f"| samples touched (Prometheus query stats) | {prom.get('samples_touched_per_round', 0):,} |",
-            f"| series in Prometheus's head block | {prom.get('head_series', 0):,.0f} |",
-            f"| PromQL text sent | {prom.get('promql_chars_per_round', 0) / 1024:.0f} KiB |",
+            f"**Sharded: {first['shards']} Prometheus shards (hashmod of the PoP) remote-writing the recorded series to VictoriaMetrics, "
+            f"one diagnosis group per shard reading its PoPs from VictoriaMetrics; scrape/rule/diagnosis interval "
+            f"{first['scrape_interval_s']:g} s, window {first['window_s']:g} s, scrapes running:**",
+            "",
+            "| slices | series (all shards) | round wall per group, median (max) | loop CPU | Prometheus scrapes "
+            "| Prometheus query work | VictoriaMetrics | Prometheus + VM RSS |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]  # fmt: skip
+        for d in curve.values():
+            c = d["cpu_share"]
+            walls = [g["total_wall_s_median"] for g in d["rounds"]["groups"] if g["rounds"]]
+            wmax = max((g["total_wall_s_max"] for g in d["rounds"]["groups"] if g["rounds"]), default=float("nan"))
+            lines.append(
+                f"| {d['slices']:,} | {d['head_series']:,.0f} | {_ms(statistics.median(walls) if walls else float('nan'))} ({_ms(wmax)}) "
+                f"| {_pct(c['loop'])} | {_pct(c['prometheus_scrape_only'])} | {_pct(c['prometheus_query_work'])} "
+                f"| {_pct(c['vm_with_rounds'])} | {(d['prometheus_rss_bytes'] + d['vm_rss_bytes']) / 2**30:.1f} GiB |"
+            )
+        lines += [
+            "",
+            "CPU per slice per round (the curve: flat is linear):",
+            "",
+            "| slices | loop | Prometheus query work | VictoriaMetrics |",
+            "|---:|---:|---:|---:|",
         ]
+        for d in curve.values():
+            per = per_slice_round(d)
+            lines.append(
+                f"| {d['slices']:,} | {per['loop'] * 1e6:,.0f} µs | {per['prometheus_query_work'] * 1e6:,.0f} µs "
+                f"| {per['vm'] * 1e6:,.0f} µs |"
+            )
     return "\n".join(lines) + "\n"
 
 
+def _fleet_lines(f: dict[str, Any]) -> list[str]:
+    g = f["rounds"]["groups"][0]
+    c = f["cpu_share"]
+    raw = f.get("raw", {})
+    nan = float("nan")
+    title = (
+        f"**{f['slices']:,} slices, one Prometheus, {f['scrape_interval_s']:g} s scrape/rule/diagnosis interval, "
+        f"{f['window_s']:g} s window, scrapes running** ({f['head_series']:,.0f} series in the head block, "
+        f"{f['targets_up']} targets up, {f['rules']} snapshot rules, group evaluation {f['rule_group_last_duration_s'] * 1e3:,.0f} ms; "
+        "loop on one core, Prometheus and the targets on the other):"
+    )
+    rows = [
+        ("read the window (queries + assembly), wall", _ms(g["evaluate_wall_s_median"]), _ms(raw.get("evaluate_wall_s_median", nan))),
+        ("read the window, CPU of the loop", _ms(g["evaluate_cpu_s_median"]), _ms(raw.get("evaluate_cpu_s_median", nan))),
+        ("classify + store + episodes, wall", _ms(g["ingest_wall_s_median"]), ""),
+        ("classify + store + episodes, CPU", _ms(g["ingest_cpu_s_median"]), ""),
+        ("**round, wall** (median; max)", f"**{_ms(g['total_wall_s_median'])}**; {_ms(g['total_wall_s_max'])}",
+         _ms(raw.get("total_wall_s_median", nan))),
+        ("**loop CPU, share of one core**", f"**{_pct(c['loop'])}**", _pct(c.get("loop_raw", nan))),
+        ("Prometheus CPU, scrapes only (measured first)", _pct(c["prometheus_scrape_only"]), ""),
+        ("Prometheus CPU during the rounds", _pct(c["prometheus_with_rounds"]), ""),
+        ("**Prometheus query work** (rules + queries: the difference)", f"**{_pct(c['prometheus_query_work'])}**",
+         _pct(c.get("prometheus_query_work_raw", nan))),
+        ("failed rounds; slices with a P99 TTFT in the last round",
+         f"{f['rounds']['failed_rounds']}; {f['rounds']['slices_with_ttft_last_round']:,}", ""),
+    ]  # fmt: skip
+    table = ["| one round, all slices | recorded (3 queries) | raw (one query per field) |", "|---|---:|---:|"]
+    return [title, "", *table, *(f"| {a} | {b} | {c_} |" for a, b, c_ in rows)]
+
+
+def per_slice_round(d: dict[str, Any]) -> dict[str, float]:
+    """CPU seconds per slice per round of each part (share of a core x interval / slices)."""
+    c, interval, n = d["cpu_share"], d["scrape_interval_s"], d["slices"]
+    return {"loop": c["loop"] * interval / n, "prometheus_query_work": c["prometheus_query_work"] * interval / n,
+            "vm": c["vm_with_rounds"] * interval / n}  # fmt: skip
+
+
+def plot(r: dict[str, Any], path: Path) -> None:
+    """The cost curve: CPU per round of each part against slices (log-log), with linear guides."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curve = r.get("curve") or {}
+    if not curve:
+        return
+    xs = [d["slices"] for d in curve.values()]
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
+    parts = (
+        ("loop", "diagnosis loop (all groups)"),
+        ("prometheus_query_work", "Prometheus query work (rules, remote write)"),
+        ("vm", "VictoriaMetrics (ingest + queries)"),
+    )
+    for key, label in parts:
+        ys = [per_slice_round(d)[key] * d["slices"] for d in curve.values()]
+        ax.plot(xs, ys, marker="o", label=label)
+    base = next(per_slice_round(d)["loop"] * d["slices"] for d in curve.values())
+    ax.plot(xs, [base * x / xs[0] for x in xs], linestyle=":", color="grey", label="linear from the smallest loop point")
+    first = next(iter(curve.values()))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("slices")
+    ax.set_ylabel("CPU seconds per round")
+    ax.set_title(f"Cost of a diagnosis round: {first['shards']} shards + VictoriaMetrics, {first['scrape_interval_s']:g} s interval")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated slice counts, got {text!r}") from None
+    if not sizes or any(n < 10 for n in sizes):
+        raise argparse.ArgumentTypeError("slice counts of at least 10 (one PoP of 10 tiers)")
+    return sizes
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pops", type=int, default=100, help="PoPs (default 100)")
-    p.add_argument("--tiers", type=int, default=10, help="tiers per PoP (default 10: 1,000 slices)")
+    p.add_argument("--pops", type=int, default=100, help="PoPs of the 2 s fleet (default 100: 1,000 slices)")
+    p.add_argument("--tiers", type=int, default=10, help="tiers per PoP (default 10)")
     p.add_argument("--replicas", type=int, default=3, help="replicas per slice (default 3)")
-    p.add_argument("--rounds", type=int, default=4, help="measured diagnosis rounds per source, after one window of warm-up")
-    p.add_argument("--sources", default="embedded,prometheus", help="comma-separated: embedded, prometheus")
+    p.add_argument("--rounds", type=int, default=5, help="measured diagnosis rounds of the 2 s fleet and of the embedded source")
+    p.add_argument(
+        "--sizes", type=_sizes, default=(100, 1000, 10000), help="slice counts of the sharded cost curve (default 100,1000,10000)"
+    )
+    p.add_argument("--shards", type=int, default=4, help="Prometheus shards and diagnosis groups of the curve (default 4)")
+    p.add_argument("--fleet-interval-s", type=float, default=10.0, help="scrape/rule/diagnosis interval of the curve (default 10 s)")
+    p.add_argument("--parts", default="fleet,embedded,curve", help="comma-separated subset of fleet, embedded, curve")
+    p.add_argument("--out", default=None, metavar="DIR", help="write scale.json, scale.md and cost-curve.png there")
     p.add_argument("--json", metavar="FILE", default=None, help="also write the raw result as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
-    sources = tuple(s.strip() for s in args.sources.split(",") if s.strip())
-    result = measure(args.pops, args.tiers, args.replicas, args.rounds, sources)
-    print(markdown(result), end="")
+    parts = tuple(x.strip() for x in args.parts.split(",") if x.strip())
+    result = measure(args.pops, args.tiers, args.replicas, args.rounds, args.sizes, args.shards, args.fleet_interval_s, parts)
+    text = markdown(result)
+    print(text, end="")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "scale.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+        (out / "scale.md").write_text(text)
+        plot(result, out / "cost-curve.png")
     return 0

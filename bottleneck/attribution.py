@@ -39,7 +39,9 @@ from inferslice.diagnosis import Attribution, LatencyShare
 from inferslice.snapshot import SliceSnapshot
 
 
-@dataclass(frozen=True)
+# slots, not frozen: built on the classifier's hot path every window (a frozen dataclass costs ~2x to
+# construct: object.__setattr__ per field). Treat as immutable all the same.
+@dataclass(slots=True)
 class LinkState:
     known: bool  # rx and a cap or the physical capacity are known
     binding: bool  # rx at (a shaper's delivery of) the cap
@@ -50,7 +52,9 @@ class LinkState:
     pacing_floor_s: float | None = None  # the TPOT the link imposes on the streams in flight
 
 
-@dataclass(frozen=True)
+# slots, not frozen: built on the classifier's hot path every window (a frozen dataclass costs ~2x to
+# construct: object.__setattr__ per field). Treat as immutable all the same.
+@dataclass(slots=True)
 class Refs:
     """The reference of each statistic and how it was obtained ("ref", "tail_prior", "fallback")."""
 
@@ -64,7 +68,9 @@ class Refs:
     tpot_tail_kind: str
 
 
-@dataclass(frozen=True)
+# slots, not frozen: built on the classifier's hot path every window (a frozen dataclass costs ~2x to
+# construct: object.__setattr__ per field). Treat as immutable all the same.
+@dataclass(slots=True)
 class Physics:
     """What the attribution rests on; the classifier reports each in its evidence."""
 

@@ -117,17 +117,27 @@ class _Judge:
             rows.append((s.stat, is_tpot, ex, thr, mat, br, judged, (s.queue_s, s.network_s, s.compute_s)))
         self.rows = rows
         self.breached = {r[0]: r[5] for r in rows}
+        self._bound: dict[tuple[str, bool], list[tuple[str, float]]] = {}  # the verdict asks the same question several times
 
     def judged_stat(self, stat: str) -> bool:
         return any(r[0] == stat and r[6] for r in self.rows)
 
     def binds(self, resource: str, ttft_only: bool = False) -> bool:
-        return bool(self.binding_rows(resource, ttft_only))
+        return any(r >= 1.0 - _EPS for _, r in self._ratios(resource, ttft_only))
 
     def binding_rows(self, resource: str, ttft_only: bool = False, at_least: float = 1.0) -> list[tuple[str, float]]:
         """``(stat, ratio)`` of every statistic through which the resource binds: its share over the
         materiality threshold (>= 1; for a breached P99 TTFT, over half the excess if that is larger).
         ``at_least`` below 1 also returns the statistics where it comes that close."""
+        bar = at_least * (1.0 - _EPS)
+        return [(stat, r) for stat, r in self._ratios(resource, ttft_only) if r >= bar]
+
+    def _ratios(self, resource: str, ttft_only: bool) -> list[tuple[str, float]]:
+        """Every statistic the resource may bind through, with its share over the threshold (once per question)."""
+        key = (resource, ttft_only)
+        cached = self._bound.get(key)
+        if cached is not None:
+            return cached
         k = _INDEX[resource]
         out: list[tuple[str, float]] = []
         for stat, is_tpot, ex, thr, _mat, br, judged, secs in self.rows:
@@ -143,8 +153,8 @@ class _Judge:
             ratio = sec / thr if thr > 0 else _RATIO_MAX
             if br and ex > 0:
                 ratio = max(ratio, sec / (0.5 * ex))
-            if ratio >= at_least * (1.0 - _EPS):
-                out.append((stat, min(ratio, _RATIO_MAX)))
+            out.append((stat, min(ratio, _RATIO_MAX)))
+        self._bound[key] = out
         return out
 
     def closest(self) -> float:

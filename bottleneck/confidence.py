@@ -49,6 +49,8 @@ def sampling_caps(stats: Iterable[str], snap: SliceSnapshot) -> list[str]:
     """A cap for every statistic the verdict rests on whose request count cannot bound it
     (``sampling``: the median needs 6 requests, a P99 368); nothing when the count is unreported."""
     caps: list[str] = []
+    if snap.request_count is None and snap.tpot_request_count is None:
+        return caps  # an unreported count caps nothing
     for stat in dict.fromkeys(stats):
         n = _count(stat, snap)
         if n is None:

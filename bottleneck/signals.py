@@ -21,7 +21,8 @@ QUEUE_FIELDS = ("requests_waiting", "queue_time_p99_s", "replicas", "replicas_ma
 COMPUTE_FIELDS = ("gpu_utilization", "kv_cache_usage", "preemptions_per_s", "gpu_share")
 
 
-@dataclass(frozen=True)
+# slots, not frozen: six per window on the hot path (see attribution.LinkState). Treat as immutable.
+@dataclass(slots=True)
 class Reading:
     state: bool | None  # None: the fields present cannot tell
     evidence: tuple[Evidence, ...] = ()

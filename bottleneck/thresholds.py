@@ -35,9 +35,10 @@ class Thresholds:
     # The first chunk waits in the shaper's queue: the paper's 0.5 Mbit/s cap gave P99 TTFT 2-3 s at P99 TPOT
     # 150-280 ms (~10-15 token times); 20 bounds what the network can explain of TTFT, the rest is a queue.
     first_chunk_tpot_multiple: float = 20.0
-    # An added WAN delay: the request and its first chunk each cross the path once (1 RTT), a fresh
-    # connection's handshake adds another; 2 bounds what a delay explains of TTFT (the rest is a queue).
-    delay_rtts_per_first_token: float = 2.0
+    # An added WAN delay: the request and its first chunk each cross the path once (1 RTT) on a
+    # kept-alive connection (the tier front's pool to its replicas keeps them); a fresh connection's
+    # handshake would add another. What a delay explains of TTFT; the rest is a queue or unexplained.
+    delay_rtts_per_first_token: float = 1.0
     wan_rtt_noise_ratio: float = 0.2  # an RTT within 20 % of its reference is jitter (the brief's tiers' spread), not a delay step
     tokens_drop_ratio: float = 0.8  # under the cap throughput fell 370 -> 220 tok/s (0.59x); 20 % dips are load noise
 

@@ -48,6 +48,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="TTFT/TPOT from the engines' histograms or the clients' (network limits show only at the client)")
     loop.add_argument("--interval-s", type=float, default=2.0)
     loop.add_argument("--window-s", type=float, default=8.0)
+    loop.add_argument("--recorded", action="store_true",
+                      help="prometheus: read the snapshot recording rules (three queries a round; the generated rule file has them)")
+    shard = parser.add_argument_group("sharded diagnosis (one Kubernetes Lease per PoP group)")
+    shard.add_argument("--shard-groups", type=int, default=1, help="PoP groups; >1: only the groups whose Lease this replica holds")
+    shard.add_argument("--shard-identity", default=None, help="this replica's name in the Leases (default: $POD_NAME, else the host name)")
+    shard.add_argument("--lease-namespace", default="inferslice-system", help="where the groups' Leases live (in-cluster credentials)")
+    shard.add_argument("--shard-peer-url", default=None, metavar="TEMPLATE",
+                       help="where another replica answers, e.g. http://{identity}.inferslice-api:8080: its slices redirect there")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     topology = load_topology(args.topology)
     store = Store(args.db)
     loop: DiagnosisLoop | None = None
+    shards: Any = None  # service.shards.ShardedDiagnosis with --shard-groups > 1
     controller: ControllerRun | None = None
     try:
         service = DiagnosisService(store, topology, clock=time.time)
@@ -90,12 +99,19 @@ def run(args: argparse.Namespace) -> int:
             mount_controller(app, controller.controller, [Depends(BearerAuth(token))])
         if args.source != "none":
             targets = tuple(t.strip() for t in args.targets.split(",") if t.strip())
-            settings = SourceSettings(args.source, args.prometheus_url, targets, args.perspective, args.window_s)
-            loop = DiagnosisLoop(
-                make_source(settings, topology), service.ingest, LoopSettings(args.interval_s, args.window_s), batch=service.store.batch
-            )
-            app.state.loop = loop
-            loop.start()
+            settings = SourceSettings(args.source, args.prometheus_url, targets, args.perspective, args.window_s, recorded=args.recorded)
+            if args.shard_groups > 1:
+                shards = _sharded_loop(args, settings, service, topology)
+                app.state.shards = shards
+                if args.shard_peer_url:
+                    app.state.slice_owner = _owner_url(shards, args.shard_peer_url)
+                shards.start()
+            else:
+                loop = DiagnosisLoop(
+                    make_source(settings, topology), service.ingest, LoopSettings(args.interval_s, args.window_s), batch=service.store.batch
+                )
+                app.state.loop = loop
+                loop.start()
         if controller is not None:
             controller.start()
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
@@ -104,8 +120,56 @@ def run(args: argparse.Namespace) -> int:
             controller.close()
         if loop is not None:
             loop.stop()
+        if shards is not None:
+            shards.stop()
         store.close()
     return 0
+
+
+def _sharded_loop(args: argparse.Namespace, settings: Any, service: Any, topology: Any) -> Any:
+    """The diagnosis rounds of the PoP groups whose Lease this replica holds (``service.shards``)."""
+    import os
+    import socket
+
+    from kubernetes import client, config
+
+    from inferslice.control.actuators.kubernetes_lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
+    from inferslice.service.loop import LoopSettings
+    from inferslice.service.shards import ShardedDiagnosis, ShardSettings, describe, groups_of, lease_name, ordinal
+    from inferslice.service.sources import make_source
+
+    identity = args.shard_identity or os.environ.get("POD_NAME") or socket.gethostname()
+    config.load_incluster_config()  # type: ignore[no-untyped-call]
+    api = client.ApiClient()
+    api.configuration.retries = False  # a request timeout is the whole wait (the elector's rule)
+    lease_settings = LeaseSettings()
+    groups = groups_of(topology, args.shard_groups)
+    mine = ordinal(identity)
+    shard_settings = ShardSettings(args.shard_groups, None if mine is None else mine % args.shard_groups, lease_settings.lease_duration_s)
+    print(f"inferslice api: {identity}: diagnosis groups {describe(groups)}; competing for "
+          f"{'all' if mine is None else mine % args.shard_groups} first", file=sys.stderr, flush=True)  # fmt: skip
+    return ShardedDiagnosis(
+        groups,
+        lambda g: make_source(settings, topology, only=g.slices, pops=g.pops),
+        service.ingest,
+        lambda k: LeaseElector(KubernetesLeaseClient(api, args.lease_namespace, lease_name(k)), identity, lease_settings),
+        shard_settings,
+        LoopSettings(args.interval_s, args.window_s),
+        batch=service.store.batch,
+    )
+
+
+def _owner_url(shards: Any, template: str) -> Any:
+    """slice -> the base URL of the replica diagnosing it, when that is another one (None: this one, or unknown)."""
+
+    def owner(slice_name: str) -> str | None:
+        group = shards.group_of_slice(slice_name)
+        if group is None or group.index in shards.held():
+            return None
+        holder = shards.holder_of(group.index)
+        return template.format(identity=holder).rstrip("/") if holder else None
+
+    return owner
 
 
 def _colocated_controller(args: argparse.Namespace, service: Any, topology: Any, audit: Any) -> Any:

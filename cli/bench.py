@@ -12,6 +12,9 @@
     inferslice bench scale [--pops 100] [--tiers 10] [--rounds 4]  (1,000 slices: exporter, diagnosis round, PromQL)
     inferslice bench all --out DIR                                  (each as DIR/<name>.json + DIR/summary.md)
     inferslice bench docs [--check] [--root DIR] [FILE ...]        (the docs' marked figures from bench/results/)
+    inferslice bench corpus score --corpus DIR --seeds A-B --split test|blind --tune-seeds C-D --out DIR
+                                                                    (issue 17's figures, the verdict code's hash recorded)
+    inferslice bench corpus calibrate --corpus DIR --seeds C-D      (fit bottleneck/calibration.py on the tune seeds)
 
 Each prints a markdown summary; ``--json FILE`` (``-`` for stdout) also writes the raw result.
 """
@@ -41,9 +44,21 @@ def _sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
+def _runs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of runs, got {text!r}") from None
+    if n < 9:
+        raise argparse.ArgumentTypeError(f"a median of paired runs needs at least 9, got {n}")
+    return n
+
+
 def _add_exporter(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sizes", type=_sizes, default=(100, 1000), help="interface counts (default 100,1000)")
-    p.add_argument("--repeat", type=int, default=15, help="scrapes per variant, median reported (default 15)")
+    p.add_argument(
+        "--repeat", type=_runs, default=15, help="paired runs (each scrapes every variant once), median reported (default 15, at least 9)"
+    )
 
 
 def _add_classifier(p: argparse.ArgumentParser) -> None:
@@ -170,7 +185,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from inferslice.bench import scale as scale_bench
 
     scale_bench.add_arguments(p)
-    text = "the randomised counterfactual diagnosis corpus (issue 17): generate windows on the testbed"
+    text = "the randomised counterfactual diagnosis corpus (issue 17): generate windows on the testbed, calibrate, tune, score"
     p = sub.add_parser("corpus", help=text, description=text)
     csub = p.add_subparsers(dest="corpus_command", metavar="ACTION", required=True)
     g = csub.add_parser("generate", help="run seeds' twins on the testbed and label every window by counterfactual",
@@ -182,6 +197,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--engine", default=None, metavar="TIER=vllm",
                    help="serve TIER with a real vLLM (CPU) and draw single causes on it (cap, load, CPU quota)")
     g.add_argument("--vllm-venv", default=None, help="the vLLM venv (default $INFERSLICE_VLLM_VENV or ./.venv-vllm)")
+    s = csub.add_parser("summary", help="windows per (class, tier) cell and compound pair, yield per seed, testbed time",
+                        description="windows per (class, tier) cell and compound pair, yield per seed, testbed time")
+    s.add_argument("dirs", nargs="+", type=Path, help="generated corpus directories (windows.jsonl[.gz], generate.json)")
+    s.add_argument("--json", action="store_true", help="print the summary as JSON")
+    from inferslice.bench import corpus_score
+
+    corpus_score.add_subcommands(csub)  # calibrate, tune, score
     text = "rewrite the figures marked <!-- fig:... --> in the docs from the committed results (bench/docfigs.py)"
     p = sub.add_parser("docs", help=text, description=text)
     p.add_argument("--check", action="store_true", help="change nothing; exit 1 listing every figure that differs from its result")
@@ -254,10 +276,28 @@ def _run_docs(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.bench == "docs":
         return _run_docs(args)
+    if args.bench == "corpus" and args.corpus_command != "generate":  # calibrate, tune, score (bench/corpus_score.py)
+        from inferslice.bench import corpus_score
+
+        try:
+            return corpus_score.main(args, Path(__file__).resolve().parents[1])
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
     if args.bench == "control":  # writes its own summary.json, plots and report.md into --out
         from inferslice.bench import control as control_bench
 
         return control_bench.run(args)
+    if args.bench == "corpus" and args.corpus_command == "summary":
+        from inferslice.bench import corpus_summary
+
+        for d in args.dirs:
+            path = d / "windows.jsonl" if (d / "windows.jsonl").exists() else d / "windows.jsonl.gz"
+            if not path.exists():
+                raise ConfigError(f"no windows.jsonl[.gz] in {d}", "dirs")
+            meta = json.loads((d / "generate.json").read_text()) if (d / "generate.json").exists() else None
+            counts = corpus_summary.summarize(corpus_summary.read_windows(path), meta)
+            print(json.dumps(counts, indent=1) if args.json else f"## {d}\n\n" + corpus_summary.markdown(counts))
+        return 0
     if args.bench == "corpus":  # writes windows.jsonl, seeds/ and generate.json into --out
         from inferslice.bench import corpus_draws, corpus_gen
 

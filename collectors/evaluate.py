@@ -140,7 +140,7 @@ class Evaluator:
                     yield dict(series.labels), rate
 
     def wan_path(self, spec: WanPath) -> Values:
-        """The joins of ``fields._render_wan``: per (slice, link) values, then each slice's top-ranked link's."""
+        """The joins of ``fields.render_wan``: per (slice, link) values, then each slice's top-ranked link's."""
         shared = (("slice", SHARED_SLICE),)
         rx = {(lb.get("pop", ""), lb.get("link", "")): 8.0 * r for lb, r in self._any_rates(spec.receive_bytes, shared)}
         cap = {(lb.get("pop", ""), lb.get("link", "")): v for lb, v in self._instant((spec.capacity,), shared)}

@@ -213,16 +213,17 @@ def render_promql(spec: Spec, slices: tuple[str, ...], window_s: float) -> str:
         hosts = f"count by (slice, pop, gpu) ({_selector(spec.allocated, sel)} > 0) * 0 + 1"
         return f"avg by (slice) (({hosts}) * on (pop, gpu) group_left () max by (pop, gpu) ({spec.utilization}))"
     if isinstance(spec, WanPath):
-        return _render_wan(spec, slices, window_s)
+        return render_wan(spec, slice_matcher(slices), window_s)
     # FirstOf
     return " or ".join(f"({render_promql(o, slices, window_s)})" for o in spec.options)
 
 
-def _render_wan(spec: WanPath, slices: tuple[str, ...], window_s: float) -> str:
-    """Per (slice, pop, peer_pop, link) series joined onto the path, then the value of each slice's top-ranked link."""
+def render_wan(spec: WanPath, slice_sel: str, window_s: float) -> str:
+    """Per (slice, pop, peer_pop, link) series joined onto the path, then the value of each slice's top-ranked link
+    (``slice_sel``: the slices' matcher, "" for every slice: the recording rule's form)."""
     w = format_duration(window_s)
     shared = f'{{slice="{SHARED_SLICE}"}}'
-    path = _selector(spec.path, slice_matcher(slices))
+    path = _selector(spec.path, slice_sel)
     one = f"({path} * 0 + 1)"
     onto = "* on (pop, link) group_right ()"
     rx = f"(8 * rate({spec.receive_bytes}{shared}[{w}]) {onto} {one})"

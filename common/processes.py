@@ -32,7 +32,12 @@ from inferslice.errors import PermanentError, RetryableError
 
 READY_TIMEOUT_S = 30.0  # Prometheus is ready in ~0.2 s; Alertmanager in ~1 s; allow a loaded machine
 # Debian packages the binaries under other names than the tools; for the "not installed" message.
-DEBIAN_PACKAGE = {"prometheus": "prometheus", "promtool": "prometheus", "prometheus-alertmanager": "prometheus-alertmanager"}
+DEBIAN_PACKAGE = {
+    "prometheus": "prometheus",
+    "promtool": "prometheus",
+    "prometheus-alertmanager": "prometheus-alertmanager",
+    "victoria-metrics": "victoria-metrics",
+}
 
 Arg = str | os.PathLike[str] | tuple[str, os.PathLike[str]]
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>

@@ -1,4 +1,4 @@
-"""The one real-Prometheus (and Alertmanager) launcher: Debian's binaries, private dirs, loopback only.
+"""The one real-Prometheus (and Alertmanager, VictoriaMetrics) launcher: Debian's binaries, private dirs, loopback only.
 
 Both listen on 127.0.0.1, keep their data in a directory we own, and are stopped by PID.
 Prometheus's first scrape lands ~5 s after start whatever the interval (CONTRACTS.md), so
@@ -23,6 +23,7 @@ from inferslice.errors import PermanentError, RetryableError
 
 PROMETHEUS_BIN = "prometheus"
 ALERTMANAGER_BIN = "prometheus-alertmanager"
+VICTORIA_METRICS_BIN = "victoria-metrics"
 
 
 @dataclass
@@ -126,3 +127,27 @@ class Alertmanager(ManagedProcess):
             "--cluster.listen-address=",  # no gossip: a single private instance
         ]
         super().__init__("alertmanager", argv, work, f"{self.url}/-/ready")
+
+
+class VictoriaMetrics(ManagedProcess):
+    """Single-node VictoriaMetrics (Debian ``victoria-metrics``): the query layer over Prometheus shards.
+
+    It takes the shards' remote-write at ``/api/v1/write`` and answers PromQL at ``/api/v1/query``.
+    ``-search.latencyOffset`` is 1 s instead of its 30 s default: instant queries at "now" otherwise
+    ignore the last 30 s, which for a diagnosis round means answering with a window long gone."""
+
+    def __init__(self, workdir: str | os.PathLike[str], port: int | None = None, *, extra: tuple[str, ...] = ()) -> None:
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.write_url = f"{self.url}/api/v1/write"
+        work = absolute(workdir)
+        argv: list[Arg] = [
+            find_binary(VICTORIA_METRICS_BIN),
+            f"-storageDataPath={work / 'vm-data'}",
+            f"-httpListenAddr=127.0.0.1:{self.port}",
+            "-retentionPeriod=1d",
+            "-search.latencyOffset=1s",
+            "-loggerLevel=WARN",
+            *extra,
+        ]
+        super().__init__("victoria-metrics", argv, work, f"{self.url}/health")

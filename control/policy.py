@@ -16,8 +16,8 @@ judges earlier actions (``control.outcomes``), orders the causes and merges the 
   (``control.demand``); a link pinned at its cap hides demand, so the cap steps by at least
   ``cap_probe_factor`` to converge in one step; with the budget spent, relocation toward a PoP with
   more headroom toward the client. Never replicas.
-- compute-limited: move the most contended replica to a GPU with headroom (make-before-break), else
-  scale out within the quota.
+- compute-limited: move the contended replicas to GPUs with headroom (make-before-break, one batch
+  the guardrails judge on a working copy), else scale out within the quota.
 - replicas and moves only for verdicts that persisted and are not read behind a binding link
   (``control.trust``): an episode whose only binding resource is the network never gets replicas.
 - no binding resource: pre-scale for the forecast arrival rate one cold start ahead (never when the
@@ -82,10 +82,19 @@ def _observe(st: ControlState, ss: SliceState, p: TierPolicy, now_s: float, even
     # Arrivals behind a binding link are throttled (a closed loop waits on it), and their recovery once
     # the cap is raised is no demand trend: the forecast learns nothing from those windows.
     behind_link = shadowed(st, s, now_s) or link_pinned(ss, s.link_pinned_ratio)
+    # Likewise while a move of this tier awaits its outcome check: a closed loop's arrivals follow the
+    # capacity the move restores, and that recovery is no demand trend (the demo's Premium, its replicas
+    # moved off a co-tenant, pre-scaled 2 -> 6 on it).
+    moving = any(c.kind is ActionKind.RELOCATE for c in st.checks)
     if behind_link:
         # ... nor from a trend measured before the link bound: kept, it would pre-scale the moment the
         # shadow lifts (the demo's load step into the squeeze, 20 s stale, pre-scaled Standard so).
         fc_state = replace(st.forecast, trend_per_s=0.0)
+    elif moving:
+        # The level follows the arrivals, the trend stays 0: frozen, the level's jump to the recovered
+        # rate once the move is judged would read as a steep trend (the demo's Premium: 2 -> 5 -> 6).
+        seen = update(st.forecast, lam, now_s, s.forecast_alpha, s.forecast_beta) if lam is not None else st.forecast
+        fc_state = replace(seen, trend_per_s=0.0)
     elif lam is not None:
         fc_state = update(st.forecast, lam, now_s, s.forecast_alpha, s.forecast_beta)
     else:
@@ -205,8 +214,10 @@ def _finish(
     seq = st.seq + 1
     out: list[Action] = []
     checks = list(st.checks)
+    per_kind: dict[ActionKind, int] = {}
     for a in actions:
-        aid = a.id or f"{p.tier}-{seq}-{a.kind.value}"
+        n = per_kind[a.kind] = per_kind.get(a.kind, 0) + 1  # several moves in one decision: "<tier>-<seq>-2-relocate", ...
+        aid = a.id or (f"{p.tier}-{seq}-{a.kind.value}" if n == 1 else f"{p.tier}-{seq}-{n}-{a.kind.value}")
         a = replace(a, id=aid)
         out.append(a)
         if a.regime != ROLLBACK:

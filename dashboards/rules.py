@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inferslice import metric_names as m
+from inferslice.collectors import recorded
 from inferslice.common.promtime import parse_duration
 from inferslice.dashboards import queries as q
 from inferslice.topology import Tier, Topology
@@ -253,8 +254,17 @@ def tier_group(tier: Tier, api_url: str) -> dict[str, Any]:
     return {"name": f"inferslice-tier-{tier.name}", "rules": rules}
 
 
+def snapshot_rules(topology: Topology) -> dict[str, Any]:
+    """The diagnosis loop's terms (``collectors.recorded``): evaluated every scrape interval over the
+    loop's window of four scrapes, so a round reads three families instead of scanning raw series."""
+    interval = topology.timing.scrape_interval_s
+    return recorded.snapshot_rule_group(recorded.DEFAULT_WINDOW_SCRAPES * interval, interval)
+
+
 def rule_groups(topology: Topology, api_url: str) -> list[dict[str, Any]]:
-    return [latency_rules(), sli_rules(), network_rules(), platform_rules(), *(tier_group(t, api_url) for t in topology.tiers)]
+    # The snapshot group last: nothing else reads it, and the groups before it keep their places.
+    shared = [latency_rules(), sli_rules(), network_rules(), platform_rules()]
+    return [*shared, *(tier_group(t, api_url) for t in topology.tiers), snapshot_rules(topology)]
 
 
 def rule_file(topology: Topology, api_url: str, hold_scale: float = 1.0) -> dict[str, Any]:

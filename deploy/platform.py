@@ -467,12 +467,22 @@ def monitors(topology: Topology) -> list[dict[str, Any]]:
                         "interval": interval,
                         # The exporter labels its own series with slice and pop; keep them over the target's.
                         "honorLabels": True,
+                        # The sharding key (Prometheus Operator hashes __tmp_hash when a monitor sets it): with
+                        # spec.shards, each shard scrapes whole PoPs (deploy.fleet); one shard: every PoP.
+                        "relabelings": [
+                            {"sourceLabels": [f"__meta_kubernetes_pod_label_{_label_name(POP_LABEL)}"], "targetLabel": "__tmp_hash"}
+                        ],
                     }
                 ],
             },
         }
     )
     return out
+
+
+def _label_name(label: str) -> str:
+    """A pod label as Prometheus's Kubernetes discovery names it (every character not [a-zA-Z0-9_] -> _)."""
+    return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in label)
 
 
 def prometheus_rule(topology: Topology) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from . import platform, rbac
+from . import fleet, platform, rbac
 
 _HOST_FIELDS = ("hostNetwork", "hostPID", "hostIPC")
 
@@ -68,7 +68,7 @@ def _container_checks(where: str, pod: dict[str, Any], c: dict[str, Any], harden
 def _workload_checks(obj: Mapping[str, Any]) -> list[str]:
     out: list[str] = []
     namespace = obj.get("metadata", {}).get("namespace")
-    platform_workload = obj.get("kind") in ("Deployment", "DaemonSet")
+    platform_workload = obj.get("kind") in ("Deployment", "DaemonSet", "StatefulSet")
     for where, pod in pod_specs(obj):
         host = [f for f in _HOST_FIELDS if pod.get(f)] + [f"hostPath {v['name']}" for v in pod.get("volumes", []) if "hostPath" in v]
         if host and namespace != platform.NODE_NS:
@@ -78,7 +78,7 @@ def _workload_checks(obj: Mapping[str, Any]) -> list[str]:
             # Only the exporter's OVSDB proxy runs as uid 0 (documented in EXPORTER_NEEDS); every other container is hardened.
             hardened = platform_workload and not (exporter and c["name"] == "ovsdb-proxy")
             out += _container_checks(where, pod, c, hardened)
-            if platform_workload and obj["kind"] == "Deployment":
+            if platform_workload and obj["kind"] in ("Deployment", "StatefulSet"):
                 for probe in ("readinessProbe", "livenessProbe"):
                     if probe not in c:
                         out.append(f"{where}/{c['name']}: no {probe}")
@@ -99,8 +99,10 @@ def _token_checks(where: str, pod: dict[str, Any]) -> list[str]:
     ]
     mounts = pod.get("automountServiceAccountToken", True) is not False or projected
     if component is None:
+        if not mounts:
+            return []  # a pod that holds no token (VictoriaMetrics in the sharded form) needs no component's account
         return [f"{where}: serviceAccountName {pod.get('serviceAccountName')!r} is not a platform component's"]
-    if mounts and not platform.uses_api_token(component):
+    if mounts and not (platform.uses_api_token(component) or fleet.uses_leases(pod)):
         return [f"{where}: mounts a ServiceAccount token, but {component.value} calls no Kubernetes API"]
     if projected and pod.get("automountServiceAccountToken", True) is not False:
         return [f"{where}: a projected token and automountServiceAccountToken: mount it once"]
@@ -134,6 +136,7 @@ def _rbac_checks(objects: list[dict[str, Any]]) -> list[str]:
                 if "*" in rule.get(key, []):
                     out.append(f"{obj['kind']}/{obj['metadata']['name']}: wildcard in {key}")
     declared = {(f"inferslice-{p.component.value}", p.api_group, p.resource, v) for p in rbac.PERMISSIONS for v in p.verbs}
+    declared |= {(rbac.SHARD_ROLE, p.api_group, p.resource, v) for p in rbac.SHARD_PERMISSIONS for v in p.verbs}
     for grant in sorted(rbac.granted(objects) - declared):
         out.append(f"RBAC grants {grant} which no component declares")
     return out

@@ -102,6 +102,32 @@ PERMISSIONS: tuple[Permission, ...] = (
 # kubectl), so it holds no permission and mounts no token.
 
 
+# Only where the diagnosis loop is sharded (the production overlay's StatefulSet, ``deploy.fleet``):
+# granted by their own Role, ``inferslice-api-shards``, so the unsharded API holds no Lease verbs.
+SHARD_PERMISSIONS: tuple[Permission, ...] = (
+    Permission(
+        Component.API,
+        Scope.PLATFORM,
+        "coordination.k8s.io",
+        "leases",
+        ("get", "create", "update"),
+        "one Lease per PoP group of the sharded diagnosis loop (inferslice api --shard-groups)",
+    ),
+)
+SHARD_ROLE = "inferslice-api-shards"
+
+
+def shard_role(platform_ns: str, sa_namespace: str) -> list[dict[str, Any]]:
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": SHARD_ROLE, "namespace": platform_ns},
+        "rules": _rules(list(SHARD_PERMISSIONS)),
+    }
+    binding = _binding("Role", SHARD_ROLE, platform_ns, sa_namespace, Component.API)
+    return [role, binding]
+
+
 def tier_namespace(topology: Topology, tier: str) -> str:
     return f"{topology.name}-{tier}"
 

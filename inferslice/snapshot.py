@@ -125,8 +125,21 @@ class SliceSnapshot:
         )
 
     def to_dict(self, drop_none: bool = True) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        return {k: v for k, v in out.items() if v is not None} if drop_none else out
+        # Every field is a str, a float or None, so this is ``dataclasses.asdict`` without its recursive
+        # deep copy (a third of a 1,000-slice round's ingest CPU); a test holds the two equal.
+        names = _snapshot_field_names()
+        if drop_none:
+            return {k: v for k in names if (v := getattr(self, k)) is not None}
+        return {k: getattr(self, k) for k in names}
+
+
+_FIELD_NAMES: list[tuple[str, ...]] = []
+
+
+def _snapshot_field_names() -> tuple[str, ...]:
+    if not _FIELD_NAMES:
+        _FIELD_NAMES.append(tuple(f.name for f in fields(SliceSnapshot)))
+    return _FIELD_NAMES[0]
 
 
 def with_configured_slos(snapshot: SliceSnapshot, slo_ttft_p99_s: float | None, slo_tpot_p99_s: float | None) -> SliceSnapshot:
@@ -137,11 +150,11 @@ def with_configured_slos(snapshot: SliceSnapshot, slo_ttft_p99_s: float | None, 
     looser target because its source said so. Where the tiers file has none (an unconfigured slice),
     the snapshot's own SLO stands. Both the collectors and the diagnosis service apply this.
     """
-    return dataclasses.replace(
-        snapshot,
-        slo_ttft_p99_s=slo_ttft_p99_s if slo_ttft_p99_s is not None else snapshot.slo_ttft_p99_s,
-        slo_tpot_p99_s=slo_tpot_p99_s if slo_tpot_p99_s is not None else snapshot.slo_tpot_p99_s,
-    )
+    ttft = slo_ttft_p99_s if slo_ttft_p99_s is not None else snapshot.slo_ttft_p99_s
+    tpot = slo_tpot_p99_s if slo_tpot_p99_s is not None else snapshot.slo_tpot_p99_s
+    if ttft == snapshot.slo_ttft_p99_s and tpot == snapshot.slo_tpot_p99_s:
+        return snapshot  # already so (the collectors applied it): a frozen copy of 40 fields costs more than the check
+    return dataclasses.replace(snapshot, slo_ttft_p99_s=ttft, slo_tpot_p99_s=tpot)
 
 
 SNAPSHOT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(SliceSnapshot))

@@ -3,7 +3,10 @@
 ``api_app(service, token=...)`` serves a service built elsewhere (the ``Platform``, ``inferslice
 api``); ``create_app(store, topology, ...)`` builds the service too (tests, benchmarks). Routes are
 sync functions on purpose: SQLite calls block, so FastAPI runs them on its thread pool and the
-store's lock serialises them. Mutating endpoints (``PUT .../reference``, ``POST /v1/snapshots``,
+store's lock serialises them. The exception is ``POST /v1/snapshots``, the one hot write: it
+classifies in memory on the event loop and awaits the store's group commit (``Store.submit``), so
+it holds no thread while its writes wait for the database, and answers 201 only once they are
+durable. Mutating endpoints (``PUT .../reference``, ``POST /v1/snapshots``,
 the Alertmanager webhook ``POST /v1/alerts``) need the bearer token; reads are open.
 
 The OpenAPI document is meant to be true (schemathesis checks it in CI): every status a route can
@@ -12,6 +15,7 @@ answer is documented, the snapshot body has its real schema, and undocumented me
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -35,6 +39,7 @@ from inferslice.service.http import UNAUTHORIZED, BearerAuth, MethodNotAllowed, 
 from inferslice.service.metrics import ApiMetrics
 from inferslice.service.models import (
     BAD_BODY,
+    ELSEWHERE,
     NOT_FOUND,
     SNAPSHOT_DESCRIPTION,
     SNAPSHOT_EXAMPLE,
@@ -154,12 +159,17 @@ def api_app(service: DiagnosisService, *, token: str | None = None, console_link
             )
         return _json(out)
 
-    @app.get("/v1/slices/{slice_name}", tags=["slices"], responses=NOT_FOUND)
+    @app.get("/v1/slices/{slice_name}", tags=["slices"], responses={**NOT_FOUND, **ELSEWHERE})
     def get_slice(slice_name: str) -> Response:
+        # Sharded (``inferslice api --shard-groups``): a slice of a group another replica holds is answered there.
+        owner = getattr(app.state, "slice_owner", None)
+        elsewhere = owner(slice_name) if owner is not None else None
+        if elsewhere is not None:
+            return Response(status_code=307, headers={"Location": f"{elsewhere}/v1/slices/{slice_name}"})
         require_slice(slice_name)
         tier = tier_of(topology, slice_name)
         snap = store.latest_snapshot(slice_name)
-        ref = store.reference(slice_name)
+        ref = service.current_reference(slice_name)
         open_eps = [e for e in store.episodes(slice_name, limit=1) if e["open"]]
         return _json(
             {
@@ -191,7 +201,7 @@ def api_app(service: DiagnosisService, *, token: str | None = None, console_link
     @app.get("/v1/slices/{slice_name}/reference", tags=["slices"], responses=NOT_FOUND)
     def get_reference(slice_name: str) -> Response:
         require_slice(slice_name)
-        ref = store.reference(slice_name)
+        ref = service.current_reference(slice_name)
         if ref is None:
             raise HTTPException(status_code=404, detail=f"no reference for slice {slice_name!r}")
         return _json(asdict(ref))
@@ -216,10 +226,11 @@ def api_app(service: DiagnosisService, *, token: str | None = None, console_link
         responses={**BAD_BODY, **UNPROCESSABLE, **UNAUTHORIZED},
         openapi_extra=SNAPSHOT_REQUEST_BODY,
     )
-    def post_snapshot(body: SnapshotBody) -> Response:
-        """Store one window, classify it, store the diagnosis and step the episode machine."""
+    async def post_snapshot(body: SnapshotBody) -> Response:
+        """Store one window, classify it, store the diagnosis and step the episode machine; answered once stored."""
         snap, raw_id = _parse_snapshot(body)
-        result = service.ingest(snap)
+        result, durable = service.ingest_deferred(snap)
+        await asyncio.wrap_future(durable)  # SourceUnavailable (a failed commit) becomes a 503 below
         return _json(
             {"ts": result.ts, "diagnosis": _diagnosis_out(result.diagnosis, raw_id), "events": [e.to_dict() for e in result.events]}, 201
         )

@@ -16,6 +16,14 @@ and one way a reference reaches ``classify``: the slice's stored reference (conf
 learner), passed as ``classify``'s ``reference`` argument once it may judge (``reference_for``).
 A posted snapshot's own ``ref_*`` fields take precedence field by field, as ``classify`` documents;
 nothing else fills them (the collectors produce snapshots without references).
+
+The service keeps each slice's reference and episode state in memory (read from the store once, then
+advanced here under one lock, so a window always sees its predecessor's state), and writes them
+through. ``ingest`` writes before it returns (the diagnosis loop, inside its round's transaction);
+``ingest_deferred`` hands the writes to the store's writer thread (group commit) and returns a
+future that resolves once they committed: the API answers a POST then, without holding a request
+thread for the database. A failed write makes the service forget that slice's state, which is read
+back from the store on its next window.
 """
 
 from __future__ import annotations
@@ -23,15 +31,18 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 
-from inferslice.bottleneck import DEFAULT, EpisodeEvent, HysteresisPolicy, Thresholds, classify, learn_reference, step
+from inferslice.bottleneck import DEFAULT, EpisodeEvent, EpisodeState, HysteresisPolicy, Thresholds, classify, learn_reference, step
 from inferslice.bottleneck.episodes import DEFAULT_HYSTERESIS
 from inferslice.bottleneck.reference import DEFAULT_LEARNING, LearningPolicy, usable_reference
 from inferslice.diagnosis import Diagnosis
 from inferslice.service.store import Store
 from inferslice.snapshot import Reference, SliceSnapshot, with_configured_slos
 from inferslice.topology import Tier, Topology
+
+REFERENCE_WRITE_S = 30.0  # a learned reference reaches the store at most this often: a crash loses <= 15 windows of learning
 
 
 @dataclass(frozen=True)
@@ -55,7 +66,9 @@ def with_tier_defaults(snapshot: SliceSnapshot, tier: Tier | None) -> SliceSnaps
     if tier is None:
         return snapshot
     snap = with_configured_slos(snapshot, tier.slo_ttft_p99_s, tier.slo_tpot_p99_s)
-    return dataclasses.replace(snap, replicas_max=snap.replicas_max if snap.replicas_max is not None else float(tier.replicas_max))
+    if snap.replicas_max is not None:
+        return snap
+    return dataclasses.replace(snap, replicas_max=float(tier.replicas_max))
 
 
 class DiagnosisService:
@@ -75,9 +88,12 @@ class DiagnosisService:
         self.hysteresis = hysteresis
         self.learning = learning  # None: references only from configuration or input
         self._lock = threading.Lock()  # ingest is read-modify-write of the episode state
+        self._refs: dict[str, Reference | None] = {}  # the store's, once read; written through
+        self._states: dict[str, EpisodeState] = {}
+        self._ref_saved_s: dict[str, float] = {}  # window end at which each slice's learned reference was last written
         # Each slice's latest verdict as objects, for a controller in this process (``latest_verdicts``):
         # the diagnosis and the window it judged, with the slice's reference filled in.
-        self._latest: dict[str, tuple[Diagnosis, SliceSnapshot]] = {}
+        self._latest: dict[str, tuple[Diagnosis, SliceSnapshot, Reference | None]] = {}
 
     def known_slices(self) -> list[str]:
         configured = self.topology.tier_names if self.topology is not None else []
@@ -90,40 +106,114 @@ class DiagnosisService:
         """The window with what the tiers file says about its slice (SLOs win, the ceiling fills in)."""
         return with_tier_defaults(snapshot, tier_of(self.topology, snapshot.slice))
 
+    def _reference(self, slice_name: str) -> Reference | None:
+        if slice_name not in self._refs:
+            self._refs[slice_name] = self.store.reference(slice_name)
+        return self._refs[slice_name]
+
+    def _episode_state(self, slice_name: str) -> EpisodeState:
+        state = self._states.get(slice_name)
+        if state is None:
+            state = self._states[slice_name] = self.store.episode_state(slice_name)
+        return state
+
+    def _forget(self, slice_name: str) -> None:
+        with self._lock:
+            self._refs.pop(slice_name, None)
+            self._states.pop(slice_name, None)
+
     def reference_for(self, slice_name: str) -> Reference | None:
         """The slice's stored reference when it may judge (configured, or learned from enough windows)."""
-        return usable_reference(self.store.reference(slice_name), self.learning)
+        with self._lock:
+            return usable_reference(self._reference(slice_name), self.learning)
 
     def diagnose(self, snapshot: SliceSnapshot) -> Diagnosis:
         """Classify without storing anything (``POST /v1/diagnose``)."""
         return classify(self.prepare(snapshot), self.reference_for(snapshot.slice), self.thresholds)
 
+    def _advance(self, snapshot: SliceSnapshot) -> tuple[IngestResult, Callable[[], None]]:
+        """Classify one window, learn the reference, step the episodes, in memory (under ``_lock``);
+        the result and the unit of writes that stores it all."""
+        snap = self.prepare(snapshot)
+        now = self.clock()
+        ts = snap.window_end_s if snap.window_end_s is not None else now
+        reference = self._reference(snap.slice)
+        diagnosis = classify(snap, usable_reference(reference, self.learning), self.thresholds)
+        learned: Reference | None = None
+        if self.learning is not None and snap.reference() is None:
+            learned = learn_reference(reference, snap, diagnosis, self.learning)
+            if learned is not None and learned != reference:
+                self._refs[snap.slice] = reference = learned
+                # The learner moves a little with every healthy window; the store gets it every
+                # REFERENCE_WRITE_S (and the first time), the service holds the current one.
+                last = self._ref_saved_s.get(snap.slice)
+                if last is None or ts - last >= REFERENCE_WRITE_S or ts < last:
+                    self._ref_saved_s[snap.slice] = ts
+                else:
+                    learned = None
+            else:
+                learned = None
+        self._latest[snap.slice] = (diagnosis, snap, reference)
+        previous = self._episode_state(snap.slice)
+        state, events = step(previous, diagnosis, ts, self.hysteresis)
+        self._states[snap.slice] = state
+        changed = bool(events) or state != previous  # a healthy slice's machine mostly stands still: no write
+        store = self.store
+
+        def unit() -> None:
+            with store.atomic():
+                store.record(snap, diagnosis, ts)
+                if learned is not None:
+                    store.set_reference(snap.slice, learned, now)
+                if changed:
+                    store.save_episodes(snap.slice, state, events)
+
+        return IngestResult(diagnosis, tuple(events), ts), unit
+
     def ingest(self, snapshot: SliceSnapshot) -> IngestResult:
         """Classify one window, store snapshot and diagnosis, learn the reference, step the episodes."""
-        snap = self.prepare(snapshot)
         with self._lock:
-            now = self.clock()
-            ts = snap.window_end_s if snap.window_end_s is not None else now
-            reference = self.store.reference(snap.slice)
-            diagnosis = classify(snap, usable_reference(reference, self.learning), self.thresholds)
-            self.store.record(snap, diagnosis, ts)
-            if self.learning is not None and snap.reference() is None:
-                learned = learn_reference(reference, snap, diagnosis, self.learning)
-                if learned is not None and learned != reference:
-                    self.store.set_reference(snap.slice, learned, now)
-                    reference = learned
-            self._latest[snap.slice] = (diagnosis, snap.with_reference(reference) if reference is not None else snap)
-            state, events = step(self.store.episode_state(snap.slice), diagnosis, ts, self.hysteresis)
-            self.store.save_episodes(snap.slice, state, events)
-        return IngestResult(diagnosis, tuple(events), ts)
+            result, unit = self._advance(snapshot)
+            try:
+                unit()
+            except BaseException:
+                self._refs.pop(snapshot.slice, None)
+                self._states.pop(snapshot.slice, None)
+                raise
+        return result
+
+    def ingest_deferred(self, snapshot: SliceSnapshot) -> tuple[IngestResult, Future[None]]:
+        """``ingest`` with the writes in the store's next group commit: the result now, and a future
+        that resolves when it is durable (or fails: the slice's state is then read back from the store)."""
+        with self._lock:
+            result, unit = self._advance(snapshot)
+            durable = self.store.submit(unit)
+        durable.add_done_callback(lambda f: self._forget(snapshot.slice) if f.exception() is not None else None)
+        return result, durable
 
     def latest_verdicts(self) -> dict[str, tuple[Diagnosis, SliceSnapshot]]:
         """Each slice's latest diagnosis and its window (reference filled in) since this process started:
         what ``GET /v1/slices/{slice}`` serves, as objects (a co-located controller's source)."""
         with self._lock:
-            return dict(self._latest)
+            latest = dict(self._latest)
+        # The reference is filled in here, for the slices asked about, not in every ingest of a round.
+        return {k: (d, snap.with_reference(ref) if ref is not None else snap) for k, (d, snap, ref) in latest.items()}
+
+    def current_reference(self, slice_name: str) -> Reference | None:
+        """The slice's reference as the classifier sees it now (the store's may lag by ``REFERENCE_WRITE_S``)."""
+        with self._lock:
+            return self._reference(slice_name)
 
     def set_reference(self, slice_name: str, reference: Reference) -> Reference:
         configured = dataclasses.replace(reference, source="configured")
-        self.store.set_reference(slice_name, configured, self.clock())
+        now = self.clock()
+        with self._lock:
+            self._refs[slice_name] = configured
+            # Through the writer: a learned reference queued before this one must not land after it.
+            durable = self.store.submit(lambda: self.store.set_reference(slice_name, configured, now))
+        try:
+            durable.result()
+        except BaseException:
+            self._forget(slice_name)
+            raise
         return configured

@@ -136,6 +136,12 @@ _VALIDATION = {"$ref": "#/components/schemas/HTTPValidationError"}
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"description": "unknown slice (or no reference / topology)", "content": {"application/json": {"schema": _DETAIL}}}
 }
+ELSEWHERE: dict[int | str, dict[str, Any]] = {
+    307: {
+        "description": "sharded diagnosis: another replica holds this slice's PoP group; `Location` is that replica's URL for it",
+        "headers": {"Location": {"schema": {"type": "string"}}},
+    }
+}
 BAD_BODY: dict[int | str, dict[str, Any]] = {
     400: {"description": "the body could not be parsed (not JSON, or not UTF-8)", "content": {"application/json": {"schema": _DETAIL}}}
 }

@@ -33,14 +33,24 @@ class SourceSettings:
     perspective: Literal["engine", "client"] = "engine"  # engine histograms exist on every replica; client ones need a load generator
     window_s: float = 8.0  # the loop's default window: four 2 s scrapes, enough for a P99
     scrape_timeout_s: float = 2.0  # embedded: one testbed scrape interval; a slower target is as good as down
+    recorded: bool = False  # prometheus: read the snapshot recording rules (three queries a round; the rule file has them)
 
 
-def make_source(settings: SourceSettings, topology: Topology) -> MetricSource:
-    """The configured source over the topology's slices (their SLOs from the tiers file)."""
+def make_source(
+    settings: SourceSettings, topology: Topology, only: Sequence[str] | None = None, pops: Sequence[str] | None = None
+) -> MetricSource:
+    """The configured source over the topology's slices (their SLOs from the tiers file); ``only``: just
+    these slices, ``pops``: the recorded rounds read only these PoPs' parts (a diagnosis group)."""
     fields = FieldSettings(perspective=settings.perspective)
     slices = slices_from_topology(topology)
+    if only is not None:
+        wanted = set(only)
+        slices = tuple(s for s in slices if s.name in wanted)
     if settings.kind == "prometheus":
-        return PrometheusSource(slices, PrometheusSettings(base_url=settings.prometheus_url, window_s=settings.window_s), fields)
+        prom = PrometheusSettings(
+            base_url=settings.prometheus_url, window_s=settings.window_s, recorded=settings.recorded, pops=tuple(pops) if pops else None
+        )
+        return PrometheusSource(slices, prom, fields)
     if settings.kind == "embedded":
         if not settings.targets:
             raise InputError("the embedded source needs --targets", "--targets")

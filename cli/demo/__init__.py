@@ -278,7 +278,16 @@ def _report(stack: Any, story: Any, timeline: Timeline, out: Path, judged_from: 
                 "verdicts": [v.__dict__ | {"ok": v.ok} for v in verdicts],
                 "alerts": len(alerts),
                 "actions": actions,
-                "phases": [{"name": p.name, "start_s": s, "end_s": e, "judged_from_s": judged_from.get(p.name, s)} for p, s, e in timeline],
+                "phases": [
+                    {
+                        "name": p.name,
+                        "start_s": s,
+                        "end_s": e,
+                        "judged_from_s": judged_from.get(p.name, s),
+                        "expect_actions": dict(p.expect_actions),
+                    }
+                    for p, s, e in timeline
+                ],
                 "approval": approval,
             },
             indent=1,

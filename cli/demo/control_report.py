@@ -36,6 +36,15 @@ def _ttft_p99(d: Mapping[str, Any] | None) -> str:
     return "—"
 
 
+def _tpot_p50(d: Mapping[str, Any] | None) -> str:
+    """The window's median TPOT (a co-tenant slows decode: where a move's effect shows)."""
+    att = (d or {}).get("attribution") or {}
+    share = att.get("tpot_p50") if isinstance(att, dict) else None
+    if isinstance(share, dict) and share.get("observed_s") is not None:
+        return f"{1000 * float(share['observed_s']):.0f} ms"
+    return "—"
+
+
 def phase_of(t: float, timeline: Sequence[tuple[Any, float, float]]) -> str:
     for phase, start, end in timeline:
         if start <= t <= end:
@@ -86,8 +95,8 @@ def control_section(
         "ineffective, superseded, unjudged); before -> after compares the window before it with the first after it should have helped.",
         "",
         "| phase | mode | action | tier | value | cause | state | n | when | approved by | regime before -> after"
-        " | P99 TTFT before -> after | outcome |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        " | P99 TTFT before -> after | P50 TPOT before -> after | outcome |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for folded in fold(actions, timeline):
         row = folded["row"]
@@ -109,10 +118,10 @@ def control_section(
             f"| {phase_of(decided, timeline)} | {row.get('mode')} | {what} | {tier} | {value} | {a.get('regime')}"
             f" | {row.get('state')} | {folded['count']} | {when} |"
             f" {row.get('approved_by') or '-'} | {before['regime'] if before else '—'} -> {after['regime'] if after else '—'} |"
-            f" {_ttft_p99(before)} -> {_ttft_p99(after)} | {row.get('outcome') or '-'} |"
+            f" {_ttft_p99(before)} -> {_ttft_p99(after)} | {_tpot_p50(before)} -> {_tpot_p50(after)} | {row.get('outcome') or '-'} |"
         )
     if not actions:
-        lines.append("| - | - | (no actions) | | | | | | | | | | |")
+        lines.append("| - | - | (no actions) | | | | | | | | | | | |")
     lines += ["", f"{len(refused)} further proposals were refused by the guardrails (cooldowns, rate, duplicate ids); see the audit log."]
     notable = [e for e in events if e.get("kind") in ("at_ceiling", "ineffective", "insufficient", "budget_exhausted", "mode")]
     if notable:

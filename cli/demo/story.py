@@ -30,6 +30,8 @@ class Phase:
     # approve mode: the segment waits for this tier's action to be pending, approves it through the API
     # and judges the phase from when it was applied (the phase's duration runs from then)
     approve_tier: str | None = None
+    # tier -> the kind of action the controller must have applied in this phase (CI checks it)
+    expect_actions: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,8 @@ class Story:
 # at 10 clients, so 0.5 Mbit/s binds; a 0.35 share slows Premium's decode ~3x with no queue.
 # The controller watches throughout: in dry-run while the regimes develop (it records what it would
 # do), in auto for the remedies (Standard's cap is the controller's to raise; Free is at its ceiling,
-# which the controller reports instead of acting), in approve for a second squeeze of Standard's edge:
+# which the controller reports instead of acting; Premium's co-tenant stays on bristol/gpu1, so only
+# moving its replicas make-before-break to GPUs with room cures it), in approve for a second squeeze of Standard's edge:
 # its cap raise waits for an operator, whom the demo plays through the API. A squeeze always yields an
 # action (a tier's bandwidth budget is far above its cap), where a load step may find the tier
 # already scaled by the remedies' forecast.
@@ -71,11 +74,13 @@ DEFAULT_STORY = Story(
         ),
         Phase(
             "remedies",
-            "the controller in auto: it raises Standard's cap and reports Free at its ceiling; Premium's co-tenant leaves",
+            "the controller in auto: it raises Standard's cap, reports Free at its ceiling and moves Premium's"
+            " replicas off the co-tenant, which stays",
             45.0,
-            {"free": TierLoad(24), "standard": TierLoad(10, keep_cap=True), "premium": TierLoad(8)},
+            {"free": TierLoad(24), "standard": TierLoad(10, keep_cap=True), "premium": TierLoad(8, gpu_share=0.35)},
             {"free": "queue_limited", "standard": "healthy", "premium": "healthy"},
             control="auto",
+            expect_actions={"standard": "set_cap", "premium": "relocate"},
         ),
         Phase(
             "approval",

@@ -1,5 +1,5 @@
-"""Compute-limited: move the most contended replica to a GPU with headroom (make-before-break), else
-scale out by the lost share within the quota (pure)."""
+"""Compute-limited: move the contended replicas to GPUs with headroom (make-before-break, one batch),
+else scale out by the lost share within the quota (pure)."""
 
 from __future__ import annotations
 
@@ -7,23 +7,27 @@ import math
 
 from inferslice.actions import ActionKind
 from inferslice.control.remedies.base import C, Proposal, ReplicaWish, Step, cold_start_s, held_event
-from inferslice.control.remedies.relocate import relocation
+from inferslice.control.remedies.relocate import contended_moves
 from inferslice.control.trust import held
 
 
 def compute_remedy(step: Step, decided: frozenset[ActionKind]) -> Proposal:
     out = Proposal()
     p, ss, st, s = step.p, step.ss, step.st, step.p.settings
-    act = None
+    moves = []
     wait = held(C, st, step.confidence, s, step.now_s, compound=step.compound, ss=ss)
+    in_flight = [c.replica for c in st.checks if c.kind is ActionKind.RELOCATE and c.cause == C.value]
+    if wait is None and in_flight:
+        # The moves under way answer this verdict (it still sees the replicas they replace): no scale-out beside them.
+        wait = f"compute_limited while {', '.join(str(r) for r in in_flight)} move: their outcome check judges them"
     if wait is not None:
         out.holding = True
         event = held_event(step, C, wait)
         out.events += [event] if event is not None else []
     elif ss.relocatable and (C.value, ActionKind.RELOCATE.value) not in step.ineffective and ActionKind.RELOCATE not in decided:
-        act, _ = relocation(p, ss, C, step.now_s, st)
-    if act is not None:
-        out.actions.append(act)
+        moves = contended_moves(p, ss, step.now_s, st)
+    if moves:
+        out.actions += moves
     elif wait is None and (C.value, ActionKind.SET_REPLICAS.value) not in step.ineffective:
         shares = [x.gpu_share for x in ss.replicas if x.state == "ready"] or [1.0]
         mean_share = max(0.1, sum(shares) / len(shares))

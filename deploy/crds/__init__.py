@@ -19,6 +19,7 @@ FILES: dict[str, str] = {
     "PrometheusRule": "monitoring.coreos.com_prometheusrules.yaml",
     "ServiceMonitor": "monitoring.coreos.com_servicemonitors.yaml",
     "PodMonitor": "monitoring.coreos.com_podmonitors.yaml",
+    "Prometheus": "monitoring.coreos.com_prometheuses.yaml",
     "Subnet": _KUBE_OVN,
     "Vpc": _KUBE_OVN,
     "IP": _KUBE_OVN,

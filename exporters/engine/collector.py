@@ -57,8 +57,12 @@ _SLO_GOOD_HELP = (
 
 @dataclass(frozen=True)
 class EngineSettings:
-    timeout_s: float = 1.0  # a healthy vLLM answers /metrics in milliseconds; 1 s fits a 2 s scrape interval
-    grace_s: float = 0.25  # slack on top of timeout_s for the whole round before a job is abandoned
+    # A healthy vLLM answers /metrics in milliseconds. The round (timeout + grace) must leave the rest of
+    # the exposition room inside the scraper's own timeout (Prometheus 0.8 x, the embedded source 0.75 x
+    # a 2 s interval): at 1 s + 0.25 one replica behind a congested WAN link made the whole exporter
+    # miss its scrapes (corpus runs with cross-traffic, issue 17), and every tier lost its gauges.
+    timeout_s: float = 0.6
+    grace_s: float = 0.2  # slack on top of timeout_s for the whole round before a job is abandoned
     max_workers: int = 16  # threads for concurrent fetches; more targets than this queue briefly
     forget_after_s: float = 600.0  # a replica unseen this long is folded into carried totals (Ray's downscale delay)
     slo_ttft_s: Mapping[str, float] = field(default_factory=dict)  # per-slice override of the tier's slo_ttft_p99_s

@@ -3,7 +3,7 @@
 Schema (every key optional)::
 
     engine:
-      timeout_s: 1.0            # per target
+      timeout_s: 0.6            # per target
       max_workers: 16
       forget_after_s: 600
       metrics_path: /metrics    # appended to base URLs (registry, static entries without a path)
@@ -111,8 +111,8 @@ def engine_config_from_dict(
         raise ConfigError("expected an integer", f"{field}.max_workers")
     ray = _mapping(sec.get("ray_serve"), f"{field}.ray_serve")
     settings = EngineSettings(
-        timeout_s=_number(sec, "timeout_s", 1.0, field),
-        grace_s=_number(sec, "grace_s", 0.25, field),
+        timeout_s=_number(sec, "timeout_s", EngineSettings.timeout_s, field),
+        grace_s=_number(sec, "grace_s", EngineSettings.grace_s, field),
         max_workers=int(max_workers),
         forget_after_s=_number(sec, "forget_after_s", 600.0, field),
         slo_ttft_s=slo,

@@ -182,25 +182,36 @@ class KernelLinkSource:
                     errors[netns] = str(err)
                     continue
                 ok += 1
+                # Appending to the rows directly: eight method calls per interface were a fifth of a scrape.
+                rxb, txb = fams.rx_bytes.rows.append, fams.tx_bytes.rows.append
+                rxp, txp = fams.rx_packets.rows.append, fams.tx_packets.rows.append
+                rxd, txd = fams.rx_drops.rows.append, fams.tx_drops.rows.append
+                rxe, txe = fams.rx_errors.rows.append, fams.tx_errors.rows.append
                 for e in entries:
                     s = stats.get(e.ifname)
                     if s is None:
                         continue  # vanished interface: its series disappear until it is back
-                    rx, tx = (s.tx_bytes, s.rx_bytes) if e.invert else (s.rx_bytes, s.tx_bytes)
-                    rxp, txp = (s.tx_packets, s.rx_packets) if e.invert else (s.rx_packets, s.tx_packets)
-                    rxd, txd = (s.tx_dropped, s.rx_dropped) if e.invert else (s.rx_dropped, s.tx_dropped)
-                    rxe, txe = (s.tx_errors, s.rx_errors) if e.invert else (s.rx_errors, s.tx_errors)
                     labels = (e.slice, e.pop, e.link)
                     if e.capacity_bps is not None:
                         capacity.add(labels, e.capacity_bps)
-                    fams.rx_bytes.add(labels, rx)
-                    fams.tx_bytes.add(labels, tx)
-                    fams.rx_packets.add(labels, rxp)
-                    fams.tx_packets.add(labels, txp)
-                    fams.rx_drops.add(labels, rxd)
-                    fams.tx_drops.add(labels, txd)
-                    fams.rx_errors.add(labels, rxe)
-                    fams.tx_errors.add(labels, txe)
+                    if e.invert:
+                        rx, tx = s.tx_bytes, s.rx_bytes
+                        rxp((labels, s.tx_packets))
+                        txp((labels, s.rx_packets))
+                        rxd((labels, s.tx_dropped))
+                        txd((labels, s.rx_dropped))
+                        rxe((labels, s.tx_errors))
+                        txe((labels, s.rx_errors))
+                    else:
+                        rx, tx = s.rx_bytes, s.tx_bytes
+                        rxp((labels, s.rx_packets))
+                        txp((labels, s.tx_packets))
+                        rxd((labels, s.rx_dropped))
+                        txd((labels, s.tx_dropped))
+                        rxe((labels, s.rx_errors))
+                        txe((labels, s.tx_errors))
+                    rxb((labels, rx))
+                    txb((labels, tx))
                     if e.peer_pop is not None:
                         tun_labels = (e.slice, e.pop, e.peer_pop)
                         tun_rx.add(tun_labels, rx)
@@ -278,6 +289,7 @@ class HtbSource:
                     errors[netns] = str(err)
                     continue
                 ok += 1
+                cap_add, over_add, bb_add, bp_add = cap.rows.append, over.rows.append, backlog_b.rows.append, backlog_p.rows.append
                 for e in group:
                     c = classes.get((e.ifname, e.classid))
                     if c is None:
@@ -285,17 +297,17 @@ class HtbSource:
                     labels = (e.slice, e.pop, e.link)
                     dlabels = (e.slice, e.pop, e.link, e.direction)
                     if e.direction == "receive":
-                        fams.rx_bytes.add(labels, c.bytes)
-                        fams.rx_packets.add(labels, c.packets)
-                        fams.rx_drops.add(labels, c.drops)
+                        fams.rx_bytes.rows.append((labels, c.bytes))
+                        fams.rx_packets.rows.append((labels, c.packets))
+                        fams.rx_drops.rows.append((labels, c.drops))
                     else:
-                        fams.tx_bytes.add(labels, c.bytes)
-                        fams.tx_packets.add(labels, c.packets)
-                        fams.tx_drops.add(labels, c.drops)
-                    cap.add(dlabels, c.ceil_bps)
-                    over.add(dlabels, c.overlimits)
-                    backlog_b.add(dlabels, c.backlog_bytes)
-                    backlog_p.add(dlabels, c.backlog_packets)
+                        fams.tx_bytes.rows.append((labels, c.bytes))
+                        fams.tx_packets.rows.append((labels, c.packets))
+                        fams.tx_drops.rows.append((labels, c.drops))
+                    cap_add((dlabels, c.ceil_bps))
+                    over_add((dlabels, c.overlimits))
+                    bb_add((dlabels, c.backlog_bytes))
+                    bp_add((dlabels, c.backlog_packets))
         self.last_errors = errors
         if groups and ok == 0:
             raise SourceUnavailable("; ".join(f"{ns or '(own)'}: {msg}" for ns, msg in errors.items()))

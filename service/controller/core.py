@@ -227,6 +227,9 @@ class Controller:
             new_states[tier] = st
             diag_of[tier] = diagnosis.to_dict() if diagnosis is not None else None
             self._observe_metrics(tier, st, snapshot)
+        # The batch is judged in priority order: where two tiers' moves want the same free GPU, the tier
+        # with the stricter SLO (higher priority) gets it; the other decides again on the next step.
+        proposed.sort(key=lambda a: -self.policies[a.slice].priority if a.slice in self.policies else 0)
         if self.mode is Mode.DRY_RUN:
             # Dry-run decisions keep their own cooldowns and rate (in memory) and never count against
             # what a later auto or approve run may do; only their ids are remembered.

@@ -86,7 +86,8 @@ class ApiSource:
     def __init__(self, api_url: str, tiers: Sequence[str], client: httpx.Client | None = None) -> None:
         self.api_url = api_url.rstrip("/")
         self.tiers = list(tiers)
-        self.client = client or httpx.Client(timeout=5.0)
+        # follow_redirects: with sharded diagnosis a replica answers 307 for a slice another one holds
+        self.client = client or httpx.Client(timeout=5.0, follow_redirects=True)
 
     def __call__(self) -> dict[str, Verdict]:
         out: dict[str, Verdict] = {}

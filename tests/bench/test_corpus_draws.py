@@ -13,6 +13,7 @@ from inferslice.bench.corpus_draws import (
     COMPOUND_PAIRS,
     GPU_SHARE,
     LOAD_MULTIPLE,
+    WAN_CROSS_LOAD,
     WAN_DELAY_S,
     WAN_FRACTION,
     WAN_KINDS,
@@ -44,7 +45,7 @@ def test_every_cause_class_hits_every_tier_and_every_kind_occurs() -> None:
 
 
 def test_magnitudes_stay_in_the_issues_ranges() -> None:
-    ranges = {"cap": CAP_FRACTION, "load": LOAD_MULTIPLE, "gpu": GPU_SHARE, "wan_cross": WAN_FRACTION, "wan_rate": WAN_FRACTION,
+    ranges = {"cap": CAP_FRACTION, "load": LOAD_MULTIPLE, "gpu": GPU_SHARE, "wan_cross": WAN_CROSS_LOAD, "wan_rate": WAN_FRACTION,
               "wan_delay": WAN_DELAY_S}  # fmt: skip
     for p in PLANS:
         for c in p.causes:

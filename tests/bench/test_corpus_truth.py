@@ -54,13 +54,24 @@ def test_a_breaching_clean_twin_is_said_and_not_blamed_on_a_cause() -> None:
     assert t.unexplained["ttft"] == pytest.approx(0.8 / 0.9)
 
 
+def test_a_removal_within_the_twins_noise_is_no_share() -> None:
+    # a queueing tier 4.3 s against its own 4.25 s is not material; at 1.0 s over 0.1, a 30 ms drop is noise
+    t = judge(w(1.0), {"c0": w(0.97)}, w(0.1), REF, [("c0", "cap", "network", "free")], SLO)
+    assert t.healthy and t.effects[0].share["ttft"] == 0.0
+    t = judge(w(4.3), {"c0": w(4.1)}, w(4.25), {"ttft": 4.25, "tpot": 0.025}, [("c0", "cap", "network", "free")], SLO)
+    assert t.healthy and t.excess_s["ttft"] is None and t.clean_breach
+
+
 def test_a_missing_twin_window_gives_no_share() -> None:
     t = judge(w(1.1), {"c0": None}, w(0.1), REF, [("c0", "load", "queue", "free")], SLO)
     assert t.healthy and t.effects[0].share["ttft"] is None
 
 
 def test_materiality() -> None:
-    assert material("ttft", 0.51, 0.5, SLO)  # over the SLO, whatever the reference
+    assert material("ttft", 0.55, 0.40, SLO)  # over the SLO from a reference under it, by 150 ms
+    assert not material("ttft", 0.60, 0.58, SLO)  # over the SLO, but 20 ms over the reference: noise
+    assert not material("ttft", 4.30, 4.25, SLO)  # a tier that breaches with no cause: nothing to attribute
+    assert material("ttft", 0.60, None, SLO)  # no reference: the breach alone
     assert not material("ttft", 0.14, 0.10, SLO)  # 1.4x
     assert not material("ttft", 0.03, 0.01, SLO)  # 3x but only 20 ms
     assert material("tpot", 0.04, 0.025, SLO)  # 1.6x and 15 ms

@@ -50,6 +50,24 @@ def test_a_missing_verdict_fails_even_if_the_rest_are_met() -> None:
     assert bad and "one verdict per phase and tier" in bad[0]
 
 
+def test_a_remedy_the_story_expects_must_have_been_applied_in_its_phase() -> None:
+    summary = _summary([True] * 9)
+    remedies = summary["phases"][2]  # type: ignore[index]
+    remedies.update({"start_s": 10.0, "end_s": 40.0, "expect_actions": {"premium": "relocate"}})
+    demo = _load("demo_verdicts")
+    bad, _ = demo.problems(summary)
+    assert len(bad) == 1 and "remedies / premium: no relocate applied" in bad[0]
+    move = {"tier": "premium", "kind": "relocate", "state": "applied", "decided_s": 12.0, "outcome": "effective"}
+    summary["actions"] = [{**move, "decided_s": 50.0}]  # after the phase: not its remedy
+    assert demo.problems(summary)[0]
+    summary["actions"] = [{**move, "state": "dry_run"}]  # proposed only
+    assert demo.problems(summary)[0]
+    summary["actions"] = [{**move, "outcome": "ineffective"}]
+    assert "judged ineffective" in demo.problems(summary)[0][0]
+    summary["actions"] = [move]
+    assert demo.problems(summary)[0] == []
+
+
 def test_the_verdict_script_exits_by_the_report(tmp_path: Path) -> None:
     script = ROOT / ".ci" / "demo_verdicts.py"
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"

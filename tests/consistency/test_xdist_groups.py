@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -39,6 +40,18 @@ TREE = {
     "consistency/test_loadgen_vs_engine.py": "from record import record\n"
     + "".join(f"def test_rt{i}():\n    record('rt{i}')\n" for i in range(3)),
     "other/test_free.py": "from record import record\n" + "".join(f"def test_free{i}():\n    record('free{i}')\n" for i in range(12)),
+    "testbed_net/test_wait.py": (  # another process holds the lock for 2 s: the wait is reported
+        "import subprocess, time\nfrom inferslice.testbed import lock\nfrom record import record\n"
+        "def test_wait(tmp_path):\n    path = tmp_path / 'lock'\n    path.touch()\n"
+        "    holder = subprocess.Popen(['flock', str(path), 'sleep', '2'])\n"
+        "    while subprocess.run(['flock', '-n', str(path), 'true']).returncode == 0:\n        time.sleep(0.05)\n"
+        "    with lock.testbed_lock(path):\n        record('wait')\n    holder.wait()\n"
+    ),
+    "testbed_net/test_held.py": (  # as root the group holds the (session) testbed lock between its tests
+        "import os, subprocess\nfrom record import record\n"
+        "def test_held():\n    held = subprocess.run(['flock', '-n', os.environ['INFERSLICE_TEST_SESSION_LOCK'], 'true']).returncode != 0\n"
+        "    assert held == (os.geteuid() == 0)\n    record('held')\n"
+    ),
     "other/test_stray.py": (
         "from pathlib import Path\nfrom inferslice.testbed import lock\n"
         "def test_stray(tmp_path):\n    with lock.testbed_lock(tmp_path / 'lock'):\n        pass\n"
@@ -49,7 +62,7 @@ PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", 
 # Not our own worker's identity (PYTEST_XDIST_WORKER...) when this test runs under xdist itself.
 ENV = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS" and not k.startswith("PYTEST_XDIST")}
 ENV["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-GROUP = {"net0", "net1", "net2", "net3", "e2e0", "e2e1", "e2e2", "smoke"}
+GROUP = {"net0", "net1", "net2", "net3", "wait", "held", "e2e0", "e2e1", "e2e2", "smoke"}
 
 
 def test_the_testbed_group_runs_in_one_worker_in_order(tmp_path: Path) -> None:
@@ -62,14 +75,19 @@ def test_the_testbed_group_runs_in_one_worker_in_order(tmp_path: Path) -> None:
         (tests / rel).parent.mkdir(parents=True, exist_ok=True)
         (tests / rel).write_text(text)
     log = tmp_path / "log.jsonl"
+    session_lock = tmp_path / "session.lock"  # not the machine's: this test must not wait for its testbed
+    session_lock.touch()
     proc = subprocess.run(
         [*PYTEST, "-n", "3", "--dist", "loadgroup", "--rootdir", str(tmp_path),
          "-c", os.devnull, "--import-mode=importlib", str(tests)],
-        cwd=tmp_path, env={**ENV, "GROUP_LOG": str(log), "PYTHONPATH": str(tests)}, capture_output=True, text=True, timeout=180,
+        cwd=tmp_path, env={**ENV, "GROUP_LOG": str(log), "PYTHONPATH": str(tests), "INFERSLICE_TEST_SESSION_LOCK": str(session_lock)},
+        capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     out = proc.stdout + proc.stderr
     assert "1 failed" in out and "test_stray" in out and "not in the xdist group 'testbed'" in out, out
     assert f"{len(GROUP) + 12 + 3} passed" in out, out
+    assert re.search(r"testbed lock: [12] s waited in 1 acquisitions", out), out
+    assert subprocess.run(["flock", "-n", str(session_lock), "true"]).returncode == 0  # released at the end
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     group = [r for r in rows if r["name"] in GROUP]
     assert {r["name"] for r in group} == GROUP

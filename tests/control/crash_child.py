@@ -1,10 +1,12 @@
 """Child process of the kill -9 test: a controller in auto mode on a virtual clock.
 
-    python crash_child.py DIR TICKS
+    python crash_child.py DIR TICKS [queue|move]
 
 The clock is a counter in DIR/clock (2 s a step, persisted before each step) so a restarted child
-continues the same timeline. Verdicts are scripted from the clock: Premium queues hard (it scales
-out step by step), Standard is network-limited (its cap is raised). Exits 0 after TICKS steps."""
+continues the same timeline. Verdicts are scripted: ``queue`` (the default), Premium queues hard (it
+scales out step by step), Standard is network-limited (its cap is raised); ``move``, Premium's two
+replicas share bristol/gpu1 with a co-tenant and read compute-limited while any of them runs there
+(both move, make-before-break, in one batch). Exits 0 after TICKS steps."""
 
 from __future__ import annotations
 
@@ -28,11 +30,26 @@ from inferslice.topology import load_topology
 def main() -> int:
     d = Path(sys.argv[1])
     ticks = int(sys.argv[2])
+    scenario = sys.argv[3] if len(sys.argv) > 3 else "queue"
     top = load_topology()
     clock_file = d / "clock"
     now = {"t": float(clock_file.read_text()) if clock_file.exists() else 1000.0}
 
+    def moving() -> dict[str, tuple[Diagnosis, SliceSnapshot]]:
+        contended = any(r.gpu_share < 0.9 for r in act.observe()["premium"].replicas if r.state == "ready")
+        regime = Regime.COMPUTE_LIMITED if contended else Regime.HEALTHY
+        return {
+            "premium": (
+                Diagnosis("premium", regime, confidence=0.9),
+                SliceSnapshot("premium", request_rate=1.0, gpu_share=0.35 if contended else 1.0),
+            ),
+            "standard": (Diagnosis("standard", Regime.HEALTHY, confidence=0.9), SliceSnapshot("standard", request_rate=0.5)),
+            "free": (Diagnosis("free", Regime.HEALTHY, confidence=0.9), SliceSnapshot("free", request_rate=0.5)),
+        }
+
     def source() -> dict[str, tuple[Diagnosis, SliceSnapshot]]:
+        if scenario == "move":
+            return moving()
         return {
             "premium": (
                 Diagnosis("premium", Regime.QUEUE_LIMITED, confidence=0.9),
@@ -49,6 +66,9 @@ def main() -> int:
     if not (d / "capped").exists():
         data = act._read()
         data["tiers"]["standard"]["cap_bps"] = 0.5e6
+        if scenario == "move":  # Premium's two replicas on bristol/gpu1, which a co-tenant slows to 0.35
+            data["tiers"]["premium"]["replicas"] = 2
+            data["shares"] = {"bristol/gpu1": 0.35}
         act._write(data)
         (d / "capped").write_text("1")
     ctl = Controller(top, tier_policies(top), act, AuditLog(d / "audit.db"), source, clock=lambda: now["t"], mode=Mode.AUTO)

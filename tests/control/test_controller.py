@@ -126,3 +126,33 @@ def test_verdicts_reach_the_trail_the_api_and_metrics_as_such(tmp_path: Path) ->
     assert len(raises) >= 2 and raises[0]["outcome"] == "insufficient"  # judged under its own value, then raised again
     text = generate_latest(ctl.metrics.registry).decode()
     assert 'inferslice_control_actions_total{kind="set_cap",outcome="insufficient",slice="standard"}' in text
+
+
+def test_a_batch_is_judged_in_priority_order(tmp_path: Path) -> None:
+    """Every tier's own GPUs are in use and a co-tenant slows bristol: Free, Standard and Premium each
+    want half of dublin/gpu1 (the one GPU no tier reserves) in the same step; two fit. Premium (the
+    highest priority) and Standard get it, Free's move is refused and decided again on a later step."""
+    act = FileActuator(tmp_path / "backend.json", TOPOLOGY)
+    data = act._read()
+    for tier, n in (("free", 1), ("standard", 3), ("premium", 6)):
+        data["tiers"][tier]["replicas"] = n
+    data["shares"] = {"bristol/gpu0": 0.35, "bristol/gpu1": 0.35}
+    act._write(data)
+    clock = {"t": 100.0}
+
+    def source() -> dict[str, tuple[Diagnosis, SliceSnapshot]]:
+        t = clock["t"]
+        return {
+            tier: (
+                Diagnosis(tier, Regime.COMPUTE_LIMITED, confidence=0.9, window_end_s=t),
+                SliceSnapshot(tier, request_rate=1.0, gpu_share=0.35),
+            )
+            for tier in ("free", "standard", "premium")
+        }
+
+    ctl = Controller(TOPOLOGY, tier_policies(TOPOLOGY), act, AuditLog(tmp_path / "a.db"), source, clock=lambda: clock["t"], mode=Mode.AUTO)
+    for _ in range(2):  # a compute verdict acts on its second window
+        ctl.tick()
+        clock["t"] += 2.0
+    moves = {(r["tier"], r["state"]) for r in ctl.audit.actions() if r["kind"] == "relocate"}
+    assert {"premium", "standard"} == {t for t, s in moves if s != "refused"} and ("free", "refused") in moves

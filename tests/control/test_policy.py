@@ -8,12 +8,14 @@ from dataclasses import replace
 import pytest
 
 from inferslice.actions import Action, ActionKind
+from inferslice.control.guardrails import GuardState, guard
 from inferslice.control.policy import decide
-from inferslice.control.state import ControlState, control_state_from_dict, mark_applied
+from inferslice.control.state import Check, ControlState, control_state_from_dict, mark_applied
+from inferslice.control.view import cluster_view
 from inferslice.diagnosis import Regime
 from inferslice.snapshot import SliceSnapshot
 
-from .helpers import POLICIES, diag, state_of
+from .helpers import POLICIES, diag, observations, state_of
 
 Q, N, C, H = Regime.QUEUE_LIMITED, Regime.NETWORK_LIMITED, Regime.COMPUTE_LIMITED, Regime.HEALTHY
 
@@ -116,6 +118,39 @@ def test_compute_moves_contended_replica_to_nearest_free_gpu() -> None:
     [a] = actions
     assert (a.kind, a.replica, a.value, a.previous) == (ActionKind.RELOCATE, "standard-0", "london/gpu1", "bristol/gpu0")
     assert "make-before-break" in a.reason
+
+
+def test_compute_moves_every_contended_replica_in_one_batch_that_fits() -> None:
+    # The demo's Premium: both replicas on bristol/gpu1 at share 0.35 (a co-tenant that stays). Both
+    # move in one decision, each where the moves before it left room; ids stay distinct.
+    p = POLICIES["premium"]
+    snap = SliceSnapshot("premium", request_rate=1.0, gpu_share=0.35)
+    ss = state_of("premium", {"premium": 2, "free": 1, "standard": 2}, snap, share=0.35)
+    _, st = decide(diag("premium", C), ss, p, 3.0, ControlState())
+    moves, st = decide(diag("premium", C), ss, p, 5.0, st)
+    assert [(a.kind, a.replica) for a in moves] == [(ActionKind.RELOCATE, "premium-0"), (ActionKind.RELOCATE, "premium-1")]
+    assert len({a.id for a in moves}) == 2 and moves[0].id == "premium-1-relocate" and moves[1].id == "premium-1-2-relocate"
+    used: dict[str, float] = {}
+    for a in moves:
+        used[str(a.value)] = used.get(str(a.value), 0.0) + p.gpu_per_replica
+    assert all(ss.free_gpu[slot] >= u for slot, u in used.items())  # decide itself never over-commits a slot
+    cluster = cluster_view(observations({"premium": 2, "free": 1, "standard": 2}, share=0.35), POLICIES)
+    allowed, refused, _ = guard(moves, cluster, POLICIES, GuardState(), 5.0)
+    assert allowed == moves and refused == []
+    again, _ = decide(diag("premium", C), ss, p, 7.0, st)  # still contended while they move: not moved twice
+    assert not [a for a in again if a.kind is ActionKind.RELOCATE]
+
+
+def test_arrivals_recovering_while_a_move_is_judged_do_not_prescale() -> None:
+    # Closed-loop clients speed up as the moved replicas escape the co-tenant: 1.0 -> 2.2 req/s over
+    # six windows. That is the move's effect, not demand growth: no pre-scale while it awaits its check.
+    p = POLICIES["premium"]
+    st = ControlState(service_rate_rps=1.0, checks=(Check("premium-1-relocate", ActionKind.RELOCATE, "compute_limited", "dublin/gpu1",
+                      "bristol/gpu1", 1e9, 12.0, replica="premium-0"),))  # fmt: skip
+    for i in range(12):
+        snap = SliceSnapshot("premium", request_rate=min(2.2, 1.0 + 0.2 * i), requests_waiting=0.0)
+        actions, st = decide(diag("premium", H), state_of("premium", {"premium": 2}, snap), p, 2.0 * i, st)
+        assert not [a for a in actions if a.kind is ActionKind.SET_REPLICAS], (i, actions)
 
 
 def test_compound_acts_in_attribution_order() -> None:

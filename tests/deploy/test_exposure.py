@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from inferslice.deploy import network_policies, platform, policy, render, validate
+from inferslice.deploy import fleet, network_policies, platform, policy, render, validate
 from inferslice.deploy.network_policies import Pod, allowed
 from inferslice.topology import Topology
 
@@ -177,20 +177,21 @@ def test_overlays_patch_by_name(tmp_path: Path, tree: render.Tree) -> None:
             assert doc["kind"] and doc["metadata"]["name"], "each patch names its object"
     render.write(tree, tmp_path)
     patch_file = tmp_path / "overlays/production/api-prometheus.yaml"
-    patch_file.write_text(patch_file.read_text().replace(platform.PROMETHEUS_URL, "http://query.example:9090"))
-    api_file = tmp_path / "base/platform/api.yaml"
+    # production's API is the StatefulSet of diagnosis groups (deploy/fleet.py), reading the query layer
+    patch_file.write_text(patch_file.read_text().replace(fleet.VM_URL, "http://query.example:9090"))
+    api_file = tmp_path / "overlays/production/fleet.yaml"
     docs = list(yaml.safe_load_all(api_file.read_text()))
-    api = next(d for d in docs if d and d["kind"] == "Deployment")
+    api = next(d for d in docs if d and d["kind"] == "StatefulSet" and d["metadata"]["name"] == "inferslice-api")
     container = api["spec"]["template"]["spec"]["containers"][0]
     container["env"].insert(0, {"name": "EXTRA", "value": "1"})  # the base's lists grow and reorder
     container["args"] = ["--log-level", "info", *container["args"]]
     api["spec"]["template"]["spec"]["containers"].insert(0, {**copy.deepcopy(container), "name": "sidecar"})
     api_file.write_text(render.dump_all([d for d in docs if d]))
     objects = validate.kustomize(tmp_path / "overlays" / "production")
-    got = _by(objects, "Deployment", "inferslice-api")["spec"]["template"]["spec"]["containers"]
+    got = _by(objects, "StatefulSet", "inferslice-api")["spec"]["template"]["spec"]["containers"]
     env = {c["name"]: {e["name"]: e.get("value") for e in c["env"]} for c in got}
     assert env["api"]["PROMETHEUS_URL"] == "http://query.example:9090" and env["api"]["EXTRA"] == "1"
-    assert env["sidecar"]["PROMETHEUS_URL"] == platform.PROMETHEUS_URL, "only the container named api is patched"
+    assert env["sidecar"]["PROMETHEUS_URL"] == fleet.VM_URL, "only the container named api is patched"
 
 
 def test_network_peers_are_an_operator_value(tree: render.Tree) -> None:

@@ -53,7 +53,8 @@ def test_every_overlay_renders_and_validates(rendered_dir: Path, overlay: str) -
 def test_production_overlay_sets_operator_values(rendered_dir: Path) -> None:
     kubectl_or_skip()
     objects = validate.kustomize(rendered_dir / "overlays" / "production")
-    api = next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "inferslice-api")
+    # the sharded form: the API is a StatefulSet of diagnosis groups (tests/deploy/test_fleet.py)
+    api = next(o for o in objects if o["kind"] == "StatefulSet" and o["metadata"]["name"] == "inferslice-api")
     assert api["spec"]["template"]["spec"]["containers"][0]["image"].startswith("registry.invalid/")
     assert any(o["kind"] == "PodDisruptionBudget" for o in objects)
 

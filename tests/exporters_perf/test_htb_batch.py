@@ -68,3 +68,30 @@ def test_htb_source_follows_a_recreated_device(perf_netns: tuple[str, str]) -> N
         assert reg.get_sample_value(mn.SOURCE_UP, {"source": "network_htb"}) == 1.0
     finally:
         source.close()
+
+
+@needs_root
+def test_the_kernels_class_replies_take_the_learned_layout(perf_netns: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast path is used on this kernel's real replies, and gives what the full parse gives."""
+    ns, peer = perf_netns
+    _devices(ns, peer, 12)
+    fast: list[nl.HtbClassStats] = []
+    read = nl.ClassLayout.read
+
+    def counting(self: nl.ClassLayout, payload: bytes | memoryview, start: int, end: int) -> nl.HtbClassStats | None:
+        got = read(self, payload, start, end)
+        if got is not None:
+            assert got == nl.parse_tclass_message(payload, start, end)
+            fast.append(got)
+        return got
+
+    monkeypatch.setattr(nl.ClassLayout, "read", counting)
+    sock = nl.NetlinkSocket(ns)
+    try:
+        index = {name: idx for idx, name in sock.link_names().items()}
+        wanted = [(index[f"vb{i}"], 0x10001) for i in range(12)]
+        got = sock.htb_class_get(wanted)
+        assert all(got[w] is not None and got[w].ceil_bps == (i + 1) * 1e6 for i, w in enumerate(wanted))  # type: ignore[union-attr]
+        assert len(fast) == 11  # the first reply taught the layout
+    finally:
+        sock.close()

@@ -187,3 +187,29 @@ def test_parse_errors_are_ours() -> None:
     assert exp.samples("c_total")[0].value == float(2**53 + 1)
     with pytest.raises(InferSliceError):
         parse_exposition("c_total{k=v} 1\n")
+
+
+@settings(max_examples=200, deadline=None)
+@given(families(), st.lists(values, min_size=15, max_size=15))
+def test_a_second_scrape_of_the_same_series_writes_its_new_values(spec: list, new_values: list) -> None:  # type: ignore[type-arg]
+    """The steady-state path (a cached template per family, values formatted into it) writes what a
+    first scrape would: same series, the new values, label texts with % in them intact."""
+    render_families(both(spec)[0])  # the first scrape leaves templates behind
+    again = []
+    k = 0
+    for name, typ, doc, labelnames, rows in spec:
+        fresh = []
+        for lv, _ in rows:
+            v = new_values[k % len(new_values)]
+            k += 1
+            fresh.append((lv, abs(v) if typ == "counter" and not (isinstance(v, float) and math.isnan(v)) else v))
+        again.append((name, typ, doc, labelnames, fresh))
+    fast, slow = both(again)
+    assert canonical(render_families(fast).decode("utf-8")) == canonical(generate_latest(_Fixed(slow)).decode("utf-8"))
+
+
+def test_a_percent_sign_in_a_label_value_survives_the_template() -> None:
+    for value in (1, 2):
+        fam = RowFamily("x_total", "doc", "counter", ["a"])
+        fam.add(("50%s of %d",), value)
+        assert render_families([fam]).decode().endswith(f'x_total{{a="50%s of %d"}} {value}\n')

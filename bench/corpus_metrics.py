@@ -1,0 +1,237 @@
+"""The figures issue 17 names, over counterfactually labelled windows (pure).
+
+Definitions (the report repeats them):
+
+- A window's **class** is its truth's primary: the cause class, among those in its truth set, whose
+  remedy comes first (network, compute, queue); ``healthy`` with none.
+- **AC@1** per (class, tier): of the windows of that class, the share whose top-ranked verdict is that
+  class (``healthy`` for a healthy window); the lenient form counts a top verdict anywhere in the
+  truth set (a compound window's other cause). Peers that never say ``healthy`` (the RCA methods)
+  are scored on caused windows only.
+- **Exact cause set** per compound pair: of the windows whose truth set is that pair, the share whose
+  predicted set (primary plus secondaries) is exactly it.
+- **Attribution error** per (window, material statistic, class): |predicted - true| share of the
+  statistic's excess, in percentage points; the true share is what removing the class's causes
+  alone removes (the counterfactual twin), the predicted one the classifier's attributed seconds
+  over its excess. Mean and P90 over the pairs whose true share is > 0; all pairs beside.
+- **Calibration**: expected calibration error over 10 equal-width confidence bins (correct = the
+  verdict's class is the window's class) and the bins for the reliability plot; the **confident
+  share** per class: windows at or above the confident bar with a verdict other than ``unknown``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+CLASSES = ("healthy", "queue", "network", "compute")
+CAUSE_CLASSES = ("queue", "network", "compute")
+PRIORITY = ("network", "compute", "queue")  # the remedy that comes first (corpus_gen's primary)
+COMPOUND_PAIRS = (("network", "queue"), ("compute", "queue"), ("compute", "network"))
+REGIME_CLASS = {
+    "healthy": "healthy",
+    "queue_limited": "queue",
+    "network_limited": "network",
+    "compute_limited": "compute",
+    "unknown": "unknown",
+}
+STATS = ("ttft", "tpot")
+# The network cause a network kind calls for (inferslice.diagnosis.NetworkCause values)
+EXPECTED_NETWORK_CAUSE = {"cap": "edge_cap", "wan_cross": "wan_link", "wan_rate": "wan_link", "wan_delay": "wan_delay"}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one method said of one window, in cause classes."""
+
+    primary: str  # a CLASSES value or "unknown"
+    causes: tuple[str, ...] = ()  # the predicted cause set (primary first)
+    ranking: tuple[str, ...] = ()  # every cause class ranked, most suspect first (RCA peers: their only output)
+    confidence: float | None = None
+    shares: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (stat, class) -> fraction of the excess
+    network_cause: str | None = None
+    caps: tuple[str, ...] = ()  # why its confidence is held below the bar (inferslice only)
+    requests: float | None = None  # the requests its TTFT quantiles rest on
+
+
+@dataclass(frozen=True)
+class Truth:
+    """The parts of a window's counterfactual truth the figures use."""
+
+    primary: str  # a CLASSES value
+    causes: tuple[str, ...]
+    kinds: tuple[str, ...]
+    tier: str
+    excess: Mapping[str, float | None]  # per stat, seconds (None: immaterial)
+    shares: Mapping[tuple[str, str], float]  # (stat, class) -> true share of that stat's excess
+
+    @classmethod
+    def of(cls, truth: Mapping[str, Any], tier: str) -> Truth:
+        primary = REGIME_CLASS.get(str(truth.get("primary", "healthy")), "healthy")
+        excess = {s: (truth.get("excess_s") or {}).get(s) for s in STATS}
+        shares: dict[tuple[str, str], float] = {}
+        for eff in truth.get("effects") or ():
+            c = str(eff.get("cls"))
+            for s in STATS:
+                v = (eff.get("share") or {}).get(s)
+                if v is not None and excess.get(s) is not None:
+                    shares[(s, c)] = min(1.0, shares.get((s, c), 0.0) + float(v))
+        return cls(primary, tuple(truth.get("causes") or ()), tuple(truth.get("kinds") or ()), tier, excess, shares)
+
+
+def ranked_primary(v: Verdict) -> str:
+    return v.ranking[0] if v.ranking else v.primary
+
+
+def _rate(hits: int, n: int) -> float | None:
+    return round(hits / n, 4) if n else None
+
+
+def ac1(pairs: Sequence[tuple[Truth, Verdict]], *, ranked: bool = False, caused_only: bool = False) -> dict[str, Any]:
+    """AC@1 per class and per (class, tier), strict and lenient, with window counts."""
+    cells: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])  # n, strict hits, lenient hits
+    for t, v in pairs:
+        if caused_only and t.primary == "healthy":
+            continue
+        top = ranked_primary(v) if ranked else v.primary
+        strict = top == t.primary
+        lenient = strict or (top in t.causes)
+        for key in ((t.primary, t.tier), (t.primary, "all")):
+            c = cells[key]
+            c[0] += 1
+            c[1] += strict
+            c[2] += lenient
+    per_class: dict[str, Any] = {}
+    for (cls, tier), (n, s, le) in sorted(cells.items()):
+        per_class.setdefault(cls, {})[tier] = {"windows": n, "ac1": _rate(s, n), "ac1_lenient": _rate(le, n)}
+    return per_class
+
+
+def confusion(pairs: Iterable[tuple[Truth, Verdict]]) -> dict[str, dict[str, int]]:
+    out: dict[str, Counter[str]] = {c: Counter() for c in CLASSES}
+    for t, v in pairs:
+        out[t.primary][v.primary] += 1
+    return {c: dict(row) for c, row in out.items() if row}
+
+
+def compound(pairs: Iterable[tuple[Truth, Verdict]]) -> dict[str, dict[str, Any]]:
+    """Exact cause-set accuracy per compound pair (truth set == that pair)."""
+    tally: dict[tuple[str, ...], list[int]] = {tuple(sorted(p)): [0, 0] for p in COMPOUND_PAIRS}
+    for t, v in pairs:
+        key = tuple(sorted(t.causes))
+        if key in tally:
+            tally[key][0] += 1
+            tally[key][1] += set(v.causes) == set(t.causes)
+    return {"+".join(k): {"windows": n, "exact": hits, "accuracy": _rate(hits, n)} for k, (n, hits) in tally.items()}
+
+
+def _p90(xs: Sequence[float]) -> float | None:
+    if not xs:
+        return None
+    ordered = sorted(xs)
+    # The nearest-rank P90: the smallest value with at least 90 % of the pairs at or below it.
+    return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
+
+
+def attribution(pairs: Iterable[tuple[Truth, Verdict]]) -> dict[str, Any]:
+    """Attribution error in percentage points over (window, material statistic, class)."""
+    positive: list[float] = []
+    every: list[float] = []
+    by_class: dict[str, list[float]] = defaultdict(list)
+    for t, v in pairs:
+        for s in STATS:
+            if t.excess.get(s) is None:
+                continue
+            for c in CAUSE_CLASSES:
+                true = t.shares.get((s, c), 0.0)
+                err = 100.0 * abs(v.shares.get((s, c), 0.0) - true)
+                every.append(err)
+                if true > 0:
+                    positive.append(err)
+                    by_class[c].append(err)
+
+    def summary(xs: Sequence[float]) -> dict[str, Any]:
+        p90 = _p90(xs)
+        return {
+            "pairs": len(xs),
+            "mean_pp": round(sum(xs) / len(xs), 2) if xs else None,
+            "p90_pp": round(p90, 2) if p90 is not None else None,
+        }
+
+    return {
+        "true_share_positive": summary(positive),
+        "all_pairs": summary(every),
+        "by_class_true_share_positive": {c: summary(xs) for c, xs in sorted(by_class.items())},
+    }
+
+
+def calibration(pairs: Sequence[tuple[Truth, Verdict]], bins: int = 10) -> dict[str, Any]:
+    """Expected calibration error and the reliability bins (windows without a confidence left out)."""
+    rows = [(float(v.confidence), v.primary == t.primary) for t, v in pairs if v.confidence is not None]
+    table = []
+    ece = 0.0
+    for b in range(bins):
+        lo, hi = b / bins, (b + 1) / bins
+        inside = [(c, ok) for c, ok in rows if lo <= c < hi or (b == bins - 1 and c == 1.0)]
+        if not inside:
+            continue
+        conf = sum(c for c, _ in inside) / len(inside)
+        acc = sum(ok for _, ok in inside) / len(inside)
+        ece += len(inside) / len(rows) * abs(acc - conf)
+        table.append({"lo": lo, "hi": hi, "windows": len(inside), "confidence": round(conf, 4), "accuracy": round(acc, 4)})
+    return {"windows": len(rows), "ece": round(ece, 4) if rows else None, "bins": table}
+
+
+def confident_share(pairs: Iterable[tuple[Truth, Verdict]], bar: float) -> dict[str, Any]:
+    tally: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # windows, confident, confident and right
+    for t, v in pairs:
+        c = tally[t.primary]
+        c[0] += 1
+        sure = v.primary != "unknown" and v.confidence is not None and v.confidence >= bar
+        c[1] += sure
+        c[2] += sure and v.primary == t.primary
+    return {cls: {"windows": n, "confident": _rate(k, n), "confident_and_right": _rate(r, n)} for cls, (n, k, r) in sorted(tally.items())}
+
+
+def network_causes(pairs: Iterable[tuple[Truth, Verdict]]) -> dict[str, Any]:
+    """On network-class windows with one network kind: the network cause named, per kind."""
+    tally: dict[str, Counter[str]] = defaultdict(Counter)
+    for t, v in pairs:
+        kinds = [k for k in t.kinds if k in EXPECTED_NETWORK_CAUSE]
+        if t.primary != "network" or len(kinds) != 1 or v.primary != "network":
+            continue
+        tally[kinds[0]][str(v.network_cause)] += 1
+    out = {}
+    for kind, named in sorted(tally.items()):
+        n = sum(named.values())
+        out[kind] = {"windows": n, "expected": EXPECTED_NETWORK_CAUSE[kind], "accuracy": _rate(named[EXPECTED_NETWORK_CAUSE[kind]], n),
+                     "named": dict(named)}  # fmt: skip
+    return out
+
+
+def cap_reasons(pairs: Iterable[tuple[Truth, Verdict]]) -> dict[str, Any]:
+    """Per class: how many windows were capped below the bar, by reason (text up to its colon), and
+    the request counts the windows' quantiles rested on (min / median): why a class is not confident."""
+    tally: dict[str, Counter[str]] = defaultdict(Counter)
+    counts: dict[str, list[float]] = defaultdict(list)
+    windows: Counter[str] = Counter()
+    for t, v in pairs:
+        windows[t.primary] += 1
+        if v.requests is not None:
+            counts[t.primary].append(v.requests)
+        for c in dict.fromkeys(re.sub(r"\d+", "N", c.split(":")[0]) for c in v.caps):
+            tally[t.primary][c] += 1
+    out: dict[str, Any] = {}
+    for cls in sorted(windows):
+        xs = sorted(counts.get(cls, []))
+        out[cls] = {
+            "windows": windows[cls],
+            "capped_by": dict(tally[cls].most_common()),
+            "requests_min": xs[0] if xs else None,
+            "requests_median": xs[len(xs) // 2] if xs else None,
+        }
+    return out

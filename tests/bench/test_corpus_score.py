@@ -1,0 +1,198 @@
+"""Issue 17's scoring: the figures' arithmetic on hand-made verdicts, the calibration fit, the peers'
+rules and mappings, and one command end to end on a small corpus in the generator's format."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from inferslice.bench import corpus_metrics as cm
+from inferslice.bench import corpus_peers as peers
+from inferslice.bench.calibrate import pav, render
+from inferslice.bench.corpus_score import code_hash, parse_seeds, score
+from inferslice.bench.corpus_windows import labelled
+from inferslice.snapshot import SliceSnapshot
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def T(primary: str, causes: tuple[str, ...] = (), tier: str = "free", **shares: float) -> cm.Truth:
+    excess = {"ttft": 1.0 if shares else None, "tpot": None}
+    return cm.Truth(primary, causes, (), tier, excess, {("ttft", c): v for c, v in shares.items()})
+
+
+def V(primary: str, causes: tuple[str, ...] = (), confidence: float = 0.9, **shares: float) -> cm.Verdict:
+    return cm.Verdict(primary, causes or ((primary,) if primary not in ("healthy", "unknown") else ()), (), confidence,
+                      {("ttft", c): v for c, v in shares.items()})  # fmt: skip
+
+
+def test_ac1_strict_and_lenient_per_class_and_tier() -> None:
+    pairs = [
+        (T("queue", ("queue",)), V("queue")),
+        (T("queue", ("queue",)), V("healthy")),
+        (T("network", ("network", "queue")), V("queue")),  # the other cause: lenient only
+        (T("healthy", tier="premium"), V("healthy")),
+    ]
+    out = cm.ac1(pairs)
+    assert out["queue"]["free"] == {"windows": 2, "ac1": 0.5, "ac1_lenient": 0.5}
+    assert out["network"]["all"] == {"windows": 1, "ac1": 0.0, "ac1_lenient": 1.0}
+    assert out["healthy"]["premium"]["ac1"] == 1.0
+    assert "healthy" not in cm.ac1(pairs, caused_only=True)
+
+
+def test_compound_exact_set() -> None:
+    pairs = [
+        (T("network", ("network", "queue")), V("network", ("network", "queue"))),
+        (T("network", ("network", "queue")), V("network")),
+        (T("compute", ("compute", "queue")), V("compute", ("compute", "queue"))),
+    ]
+    out = cm.compound(pairs)
+    assert out["network+queue"] == {"windows": 2, "exact": 1, "accuracy": 0.5}
+    assert out["compute+queue"]["accuracy"] == 1.0 and out["compute+network"]["windows"] == 0
+
+
+def test_attribution_error_on_true_share_positive_pairs_and_all() -> None:
+    # one material statistic, truth queue 0.8 network 0 compute 0; predicted queue 0.6, network 0.3
+    pairs = [(T("queue", ("queue",), queue=0.8), V("queue", queue=0.6, network=0.3))]
+    out = cm.attribution(pairs)
+    assert out["true_share_positive"] == {"pairs": 1, "mean_pp": pytest.approx(20.0), "p90_pp": pytest.approx(20.0)}
+    assert out["all_pairs"]["pairs"] == 3 and out["all_pairs"]["mean_pp"] == pytest.approx((20 + 30 + 0) / 3, abs=0.01)
+    assert cm.attribution([(T("healthy"), V("healthy"))])["all_pairs"]["pairs"] == 0  # immaterial: no pair
+
+
+def test_expected_calibration_error_by_hand() -> None:
+    # bin 0.9-1.0: 4 verdicts at 0.95, 3 right (0.75): |0.75-0.95| = 0.2 over 4 of 8 -> 0.1
+    # bin 0.5-0.6: 4 at 0.55, 2 right: |0.5-0.55| = 0.05 over 4 of 8 -> 0.025
+    pairs = [(T("queue", ("queue",)), V("queue" if i < 3 else "healthy", confidence=0.95)) for i in range(4)]
+    pairs += [(T("queue", ("queue",)), V("queue" if i < 2 else "network", confidence=0.55)) for i in range(4)]
+    out = cm.calibration(pairs)
+    assert out["ece"] == pytest.approx(0.125)
+    assert [b["windows"] for b in out["bins"]] == [4, 4]
+    assert cm.confident_share(pairs, 0.6)["queue"] == {"windows": 8, "confident": 0.5, "confident_and_right": 0.375}
+
+
+def test_pav_is_monotone_with_blocks_of_at_least_the_minimum() -> None:
+    pts = [(m / 10, m >= 50) for m in range(100)]  # right from margin 5.0 on
+    steps = pav(pts, min_block=30)
+    assert len(steps) == 2
+    (u0, p0, n0), (u1, p1, n1) = steps
+    assert n0 == 50 and n1 == 50 and u0 == pytest.approx(4.95) and u1 == float("inf")
+    assert p0 == pytest.approx(1 / 52) and p1 == pytest.approx(51 / 52)
+    noisy = pav([(m / 10, (m * 7) % 3 != 0) for m in range(90)], min_block=30)
+    assert all(a[1] <= b[1] for a, b in itertools.pairwise(noisy)) and all(n >= 30 for _, _, n in noisy)
+    src = render({"queue_limited": steps}, "test")
+    ns: dict[str, Any] = {}
+    exec(compile(src, "calibration.py", "exec"), ns)  # the written table is a valid module with that table
+    assert ns["TABLE"]["queue_limited"][0] == (pytest.approx(4.95), pytest.approx(1 / 52, abs=1e-4))
+
+
+def test_naive_rules() -> None:
+    s = SliceSnapshot(slice="s", slo_ttft_p99_s=0.5, ttft_p99_s=2.0, link_rx_bps=9.5e5, link_cap_bps=1e6, requests_waiting=0.0)
+    assert peers.rule_link(s).primary == "network"
+    assert peers.rule_ttft(s).primary == "queue"
+    assert peers.rule_queue_length(s).primary == "healthy"
+    assert peers.rule_max_utilisation(s).primary == "network"
+    wan = SliceSnapshot(slice="s", link_rx_bps=1e5, link_cap_bps=1e7, wan_rx_bps=9.6e6, wan_capacity_bps=1e7)
+    assert peers.rule_link(wan).primary == "network"  # the WAN path counts as the link's
+
+
+def test_family_mapping_skips_symptoms_and_learned_mapping_votes() -> None:
+    assert peers.family_cause("latency_ttftp99") is None and peers.family_cause("wan_overcapacity") == "network"
+    assert peers.family_cause("gpu_share") == "compute" and peers.family_cause("queue_waiting") == "queue"
+    ranks = {"a": ["latency_tpotp99", "gpu_share"], "b": ["latency_tpotp99"], "c": ["latency_tpotp99"], "d": ["queue_waiting"]}
+    learned = peers.learn_mapping(ranks, {"a": "network", "b": "network", "c": "compute", "d": "queue"})
+    assert learned == {"latency_tpotp99": "network", "queue_waiting": "queue"}
+    v = peers.rca_verdict(
+        ["latency_ttftp99", "gpu_share", "link_overcap"],
+        peers.family_mapping(["latency_ttftp99", "gpu_share", "link_overcap"]),
+        cm.PRIORITY,
+    )
+    assert v.primary == "compute" and v.ranking[:2] == ("compute", "network")
+
+
+def test_seeds() -> None:
+    assert parse_seeds("3-5,9") == [3, 4, 5, 9]
+    with pytest.raises(ValueError):
+        parse_seeds("5-3")
+
+
+# -- end to end on a small corpus in the generator's format ---------------------------------------
+BASE = {"slo_ttft_p99_s": 0.5, "ref_ttft_p50_s": 0.05, "ref_ttft_p99_s": 0.1, "ref_tpot_p50_s": 0.025, "ref_tpot_p99_s": 0.032,
+        "ref_output_tokens_per_s": 400.0, "output_tokens_per_s": 420.0, "link_rx_bps": 4e5, "link_cap_bps": 1e7,
+        "link_capacity_bps": 1e10, "requests_running": 6.0, "replicas": 1.0, "replicas_max": 1.0, "request_count": 30.0,
+        "tpot_request_count": 30.0}  # fmt: skip
+
+
+def _row(seed: int, run: str, window: int, queue: bool) -> dict[str, Any]:
+    snap = {"slice": "free", **BASE, "ttft_p50_s": 2.0 if queue else 0.05, "ttft_p99_s": 4.0 if queue else 0.1,
+            "tpot_p50_s": 0.026, "tpot_p99_s": 0.033, "requests_waiting": 5.0 if queue else 0.0}  # fmt: skip
+    effect = {"name": "c0", "kind": "load", "cls": "queue", "tier": "free", "share": {"ttft": 0.95, "tpot": None}}
+    truth = {"causes": ["queue"] if queue else [], "kinds": ["load"] if queue else [], "primary": "queue_limited" if queue else "healthy",
+             "excess_s": {"ttft": 3.9 if queue else None, "tpot": None}, "effects": [effect] if queue else []}  # fmt: skip
+    return {"id": f"s{seed}-{run}-free-w{window:02d}", "seed": seed, "run": run, "tier": "free", "window": window, "truth": truth,
+            "snapshots": {"prometheus": snap, "embedded": dict(snap)}, "causes": []}  # fmt: skip
+
+
+def test_one_command_scores_a_split_and_records_the_code_hash(tmp_path: Path) -> None:
+    rows = [_row(seed, run, k, queue=(run == "all" and k >= 4)) for seed in (1, 2, 3) for run in ("clean", "all") for k in range(1, 10)]
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "windows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    views = labelled(rows)
+    assert len(views) == 2 * len(rows) and {v.source for v in views} == {"prometheus", "embedded"}
+    result = score([corpus], [2, 3], tmp_path / "out", "test", ROOT, tune_seeds=[1])
+    assert result["windows"] == 2 * 2 * 9  # seeds 2-3, two twins, nine windows: per source
+    assert result["code"]["sha256"] == code_hash(ROOT)["sha256"] and "bottleneck/classify.py" in result["code"]["files"]
+    ours = result["sources"]["prometheus"]["inferslice"]
+    assert ours["ac1"]["queue"]["all"] == {"windows": 12, "ac1": 1.0, "ac1_lenient": 1.0}
+    assert ours["ac1"]["healthy"]["all"]["ac1"] == 1.0
+    assert ours["attribution"]["true_share_positive"]["pairs"] == 12
+    for name in ("score.json", "score.md", "reliability.png"):
+        assert (tmp_path / "out" / name).stat().st_size > 0
+    assert "rule-link-util" in result["sources"]["embedded"]
+    assert any(t["target"].startswith("AC@1") for t in result["targets"])
+
+
+def test_tuning_moves_a_threshold_the_tune_seeds_ask_for() -> None:
+    from inferslice.bench.corpus_tune import tune
+
+    rows = []
+    for seed in (1, 2):
+        for k in range(1, 10):
+            row = _row(seed, "all", k, queue=k >= 4)
+            if k >= 4:  # a milder queue: median TTFT x2 and P99 x2.5 (under the SLO), default ratios x3 miss it
+                for snap in row["snapshots"].values():
+                    snap.update(ttft_p50_s=0.1, ttft_p99_s=0.25, requests_waiting=1.0)  # not yet a standing queue at the ceiling
+            rows.append(row)
+    ws = labelled(rows)
+    chosen, trials = tune(ws, grid={"ttft_inflation_ratio": (1.5, 2.0, 3.0), "ttft_tail_inflation_ratio": (2.0, 3.0)}, passes=1)
+    assert chosen.ttft_inflation_ratio <= 2.0
+    assert trials[0]["worst_cell_ac1"] < 1.0 and max(t["worst_cell_ac1"] for t in trials) == 1.0
+
+
+def test_cap_reasons_say_why_a_class_is_not_confident() -> None:
+    q = T("queue", ("queue",))
+    pairs = [
+        (q, cm.Verdict("queue", ("queue",), caps=("median TTFT from 4 requests: its rank interval ...",), requests=4.0)),
+        (q, cm.Verdict("queue", ("queue",), caps=("median TTFT from 3 requests: ...", "no reference: x"), requests=3.0)),
+        (q, cm.Verdict("queue", ("queue",), requests=30.0)),
+    ]
+    out = cm.cap_reasons(pairs)["queue"]
+    assert out["capped_by"] == {"median TTFT from N requests": 2, "no reference": 1}
+    assert out["requests_min"] == 3.0 and out["requests_median"] == 4.0
+
+
+def test_the_blind_score_refuses_code_that_is_not_the_frozen_one(tmp_path: Path) -> None:
+    import argparse
+
+    from inferslice.bench.corpus_score import run
+
+    args = argparse.Namespace(corpus=[tmp_path], seeds="1-2", tune_seeds=None, split="blind", out=tmp_path / "out", rcaeval_python=None,
+                              rerun_rca=False, expect_code="0" * 64)  # fmt: skip
+    with pytest.raises(ValueError, match="not the frozen one"):
+        run(args, ROOT)
+    assert not (tmp_path / "out").exists()  # nothing scored

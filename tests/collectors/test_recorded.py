@@ -1,0 +1,152 @@
+"""The recorded snapshot: rules generated from the field table, read back in three queries.
+
+1. Against a real Prometheus that scrapes a live two-slice world and evaluates the generated rule
+   group: at the instant the group last evaluated, the recorded round (three queries) gives every
+   field the raw round (one query per field) gives at that instant.
+2. Across PoPs, pure: parts that add up are summed, quantiles keep the highest PoP's, NaN parts
+   (no observations at a PoP) say nothing, a gauge's ``below`` and a field's scale apply after the
+   join, and ``FirstOf`` falls through to its second option only where the first is missing.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from inferslice.collectors import PrometheusSettings, PrometheusSource, SliceConfig
+from inferslice.collectors import recorded as rec
+from inferslice.collectors.fields import FieldSettings, field_specs
+
+from .conftest import ExpositionServer, render_text, require_prometheus, running_prometheus, world
+
+SLICES = (SliceConfig("free"), SliceConfig("premium"))
+WINDOW_S, INTERVAL_S = 4.0, 1.0
+
+
+def test_a_recorded_round_gives_the_raw_rounds_fields(tmp_path: Path) -> None:
+    require_prometheus()
+    start = time.time()
+    rules = tmp_path / "snapshot.rules.yml"
+    rules.write_text(yaml.safe_dump({"groups": [rec.snapshot_rule_group(WINDOW_S, INTERVAL_S)]}, sort_keys=False))
+    with ExpositionServer() as srv:
+        for target in ("engine", "serve", "network", "gpu"):
+            srv.dynamic[f"/{target}"] = lambda target=target: render_text(world((time.time() - start) / 10)[target])  # type: ignore[misc]
+        jobs = "".join(
+            f"  - job_name: {t}\n    metrics_path: /{t}\n    static_configs: [{{targets: ['127.0.0.1:{srv.port}']}}]\n"
+            for t in ("engine", "serve", "network", "gpu")
+        )
+        config = f"global: {{scrape_interval: 1s, scrape_timeout: 900ms}}\nrule_files: ['{rules}']\nscrape_configs:\n{jobs}"
+        with running_prometheus(tmp_path, config) as url:
+            raw = PrometheusSource(SLICES, PrometheusSettings(base_url=url))
+            recorded = PrometheusSource(SLICES, PrometheusSettings(base_url=url, recorded=True))
+            try:
+                family = rec.family_name("sum", WINDOW_S)
+                deadline = time.time() + 40
+                while True:  # until the group has recorded rates from a full window of scrapes
+                    got = httpx.get(f"{url}/api/v1/query", params={"query": f"timestamp({family}{{term=~'rate:inferslice_engine_gen.*'}})"})
+                    result = got.json()["data"]["result"]
+                    if result and float(result[0]["value"][1]) > start + 5 + WINDOW_S + 1:
+                        at = float(result[0]["value"][1])  # the group's last evaluation
+                        break
+                    assert time.time() < deadline, "the snapshot group never recorded a rate"
+                    time.sleep(0.5)
+                by_raw = {s.slice: s.to_dict(drop_none=False) for s in raw.snapshots(at, WINDOW_S)}
+                by_rec = {s.slice: s.to_dict(drop_none=False) for s in recorded.snapshots(at, WINDOW_S)}
+                assert recorded._queries == 3  # one per family, whatever the slice count
+                for sl in ("free", "premium"):
+                    filled = [k for k, v in by_raw[sl].items() if v is not None and k not in ("slice", "window_end_s", "window_s")]
+                    assert len(filled) >= 10, (sl, filled)  # the world fills most fields: a real comparison
+                    for k, v in by_raw[sl].items():
+                        w = by_rec[sl][k]
+                        assert (v is None) == (w is None), (sl, k, v, w)
+                        if isinstance(v, float):
+                            assert w == pytest.approx(v, rel=1e-9, abs=1e-12), (sl, k, v, w)
+                assert recorded.health()["recorded_series"] > 0
+            finally:
+                raw.close()
+                recorded.close()
+
+
+def _spec(name: str) -> object:
+    return field_specs(FieldSettings())[name]
+
+
+def test_parts_of_several_pops_join_by_their_family() -> None:
+    specs = field_specs(FieldSettings())
+    terms = {t.id: t for spec in specs.values() for t in rec.terms_of(spec, 8.0)}
+    p99 = "quantile:0.99:inferslice_engine_time_to_first_token_seconds"
+    tokens = "rate:inferslice_engine_generation_tokens_total"
+    ttft_sum, ttft_count = (f"rate:inferslice_engine_time_to_first_token_seconds_{x}" for x in ("sum", "count"))
+    rx = "rate:inferslice_link_receive_bytes_total{link=client-edge}"
+    cap = "min:inferslice_link_cap_bits_per_second{link=client-edge,direction=receive}"
+    assert terms[p99].combine == "max" and terms[tokens].combine == "sum" and terms[cap].combine == "min"
+    parts = [
+        ("max", "a", p99, 0.4), ("max", "a", p99, 1.2), ("max", "a", p99, math.nan),  # a PoP without observations
+        ("sum", "a", tokens, 100.0), ("sum", "a", tokens, 50.0),
+        ("sum", "a", ttft_sum, 3.0), ("sum", "a", ttft_count, 10.0), ("sum", "a", ttft_sum, 1.0), ("sum", "a", ttft_count, 10.0),
+        ("sum", "a", rx, 1000.0), ("min", "a", cap, 2e6), ("min", "a", cap, 5e5),
+        ("min", "b", cap, 2e10),  # at or above the nominal link rate: no cap
+        ("max", "b", p99, math.nan),
+    ]  # fmt: skip
+    joined = rec.combine(parts)  # type: ignore[arg-type]
+    a, b = joined["a"], joined.get("b", {})
+    assert rec.value_of(specs["ttft_p99_s"], 8.0, a) == 1.2
+    assert rec.value_of(specs["output_tokens_per_s"], 8.0, a) == 150.0
+    assert rec.value_of(specs["ttft_mean_s"], 8.0, a) == pytest.approx(0.2)  # (3 + 1) / (10 + 10), not the mean of the means
+    assert rec.value_of(specs["link_rx_bps"], 8.0, a) == 8000.0  # the field's scale, bytes to bits
+    assert rec.value_of(specs["link_cap_bps"], 8.0, a) == 5e5
+    assert rec.value_of(specs["link_cap_bps"], 8.0, b) is None
+    assert rec.value_of(specs["ttft_p99_s"], 8.0, b) is None
+    # request_rate: the SLO counter's rate where there is one, else the TTFT histogram's count
+    assert rec.value_of(specs["request_rate"], 8.0, a) == 20.0
+    a["rate:inferslice_slo_ttft_requests_total"] = 0.0
+    assert rec.value_of(specs["request_rate"], 8.0, a) == 0.0  # present and zero is not missing
+
+
+def test_the_rule_group_records_each_term_once_under_its_family() -> None:
+    group = rec.snapshot_rule_group(8.0, 2.0)
+    assert group["interval"] == "2s"
+    terms = [r for r in group["rules"] if "labels" in r]
+    helpers = [r for r in group["rules"] if "labels" not in r]
+    ids = [r["labels"][rec.TERM_LABEL] for r in terms]
+    assert len(ids) == len(set(ids))
+    assert {r["record"] for r in terms} == {rec.family_name(f, 8.0) for f in rec.FAMILIES}
+    # one bucket-rate helper per histogram, recorded before the quantiles that read it
+    assert len(helpers) == len({r["record"] for r in helpers}) == 5
+    first_quantile = next(i for i, r in enumerate(group["rules"]) if "histogram_quantile" in r["expr"])
+    assert all(group["rules"].index(h) < first_quantile for h in helpers)
+    needed = {t.id for s in field_specs(FieldSettings(perspective="client")).values() for t in rec.terms_of(s, 8.0)}
+    assert needed <= set(ids)  # the client perspective is recorded too
+
+
+def test_the_compiled_assembly_is_value_of() -> None:
+    import random
+
+    rng = random.Random(3)
+    for fs in (FieldSettings(), FieldSettings(perspective="client")):
+        specs = field_specs(fs)
+        ids = sorted({t.id for s in specs.values() for t in rec.terms_of(s, 8.0)})
+        for _ in range(200):
+            terms = {i: rng.choice([0.0, 1.0, 2.5e10, math.nan, rng.random()]) for i in ids if rng.random() < 0.7}
+            for spec in specs.values():
+                assert rec.assembler(spec, 8.0)(terms) == rec.value_of(spec, 8.0, terms)
+
+
+def test_a_malformed_recorded_answer_is_a_parse_error() -> None:
+    import json as _json
+
+    from inferslice.errors import ParseError
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = {"status": "success", "data": {"resultType": "vector", "result": [{"metric": {"slice": "free", "term": "x"}, "value": [1]}]}}
+        return httpx.Response(200, content=_json.dumps(body))
+
+    source = PrometheusSource(SLICES, PrometheusSettings(recorded=True), transport=httpx.MockTransport(answer))
+    with pytest.raises(ParseError):
+        source.snapshots(1_700_000_000.0, 8.0)
+    assert source.health()["ok"] is False
