@@ -48,7 +48,7 @@ from inferslice.service.store import Store
 from inferslice.topology import Topology
 
 from .scale_fleet import FleetSettings, run_fleet
-from .scale_targets import RECORDED, FakeTargets, network_and_gpu_lines, pop_name, relabel_node, synthetic_topology
+from .scale_targets import RECORDED, FakeTargets, network_and_gpu_lines, pop_name, synthetic_topology
 
 INTERVAL_S = 2.0  # the diagnosis interval the round must fit in
 WINDOW_S = 8.0  # the loop's default window (four scrapes)
@@ -163,8 +163,8 @@ def embedded_rounds(topology: Topology, urls: list[str], db: Path, warm: int, me
 def embedded(topology: Topology, node_text: str, pops: int, workdir: Path, measured: int) -> dict[str, Any]:
     """Embedded rounds over the first ``pops`` PoPs (their slices only)."""
     shard = topology.model_copy(update={"tiers": [t for t in topology.tiers if int(t.name.rsplit("-p", 1)[1]) < pops]})
-    nodes = {f"/node/{pop_name(i)}/metrics": relabel_node(node_text, i) for i in range(pops)}
-    fake = FakeTargets(nodes, OTHER_CPU)
+    nodes = {f"/node/{pop_name(i)}/metrics": pop_name(i) for i in range(pops)}
+    fake = FakeTargets({"template": node_text}, OTHER_CPU, pops=nodes)
     allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     try:
         _pin(MEASURED_CPU)
@@ -281,7 +281,7 @@ def markdown(r: dict[str, Any]) -> str:
             )
         lines += [
             "",
-            "CPU per slice per round (the curve: flat is linear):",
+            "CPU per slice (the curve: flat is linear); the loop per round, Prometheus and VictoriaMetrics per interval:",
             "",
             "| slices | loop | Prometheus query work | VictoriaMetrics |",
             "|---:|---:|---:|---:|",
@@ -326,9 +326,10 @@ def _fleet_lines(f: dict[str, Any]) -> list[str]:
 
 
 def per_slice_round(d: dict[str, Any]) -> dict[str, float]:
-    """CPU seconds per slice per round of each part (share of a core x interval / slices)."""
+    """CPU seconds per slice of each part: the loop per round (every group's), Prometheus's query work
+    and VictoriaMetrics per interval (their rules and remote writes run every interval)."""
     c, interval, n = d["cpu_share"], d["scrape_interval_s"], d["slices"]
-    return {"loop": c["loop"] * interval / n, "prometheus_query_work": c["prometheus_query_work"] * interval / n,
+    return {"loop": d["loop_round_cpu_s"] / n, "prometheus_query_work": c["prometheus_query_work"] * interval / n,
             "vm": c["vm_with_rounds"] * interval / n}  # fmt: skip
 
 

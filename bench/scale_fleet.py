@@ -42,7 +42,7 @@ from inferslice.service.shards import Group, groups_of
 from inferslice.service.store import Store
 from inferslice.topology import Topology
 
-from .scale_targets import FakeTargets, pop_name, relabel_node
+from .scale_targets import FakeTargets, pop_name
 
 TICKS_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -159,7 +159,8 @@ class _Fleet:
         self.s = s
         self.topology = topology
         self.workdir = workdir
-        self.texts = {f"/node/{pop_name(i)}/metrics": relabel_node(node_text, i) for i in range(s.pops)}
+        self.template = node_text  # PoP p000's exposition; every PoP serves it relabelled (scale_targets)
+        self.paths = {f"/node/{pop_name(i)}/metrics": pop_name(i) for i in range(s.pops)}
         self.targets: FakeTargets | None = None
         self.proms: list[Prometheus] = []
         self.vm: VictoriaMetrics | None = None
@@ -170,7 +171,7 @@ class _Fleet:
         s = self.s
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.rules.write_text("groups: []\n")
-        self.targets = FakeTargets(self.texts, OTHER_CPU if s.pin else None)
+        self.targets = FakeTargets({"template": self.template}, OTHER_CPU if s.pin else None, pops=self.paths)
         try:
             urls = {pop_name(i): self.targets.url(f"/node/{pop_name(i)}/metrics") for i in range(s.pops)}
             if s.shards:
@@ -224,6 +225,16 @@ class _Fleet:
                 total += next(
                     (float(line.split()[-1]) for line in own.splitlines() if line.startswith("prometheus_tsdb_head_series ")), 0.0
                 )
+        return total
+
+    def missed_iterations(self) -> float:
+        """Evaluations of the snapshot group Prometheus skipped because the previous one overran (all shards)."""
+        total = 0.0
+        for prom in self.proms:
+            with contextlib.suppress(httpx.HTTPError):
+                for line in httpx.get(f"{prom.url}/metrics", timeout=10).text.splitlines():
+                    if line.startswith("prometheus_rule_group_iterations_missed_total{") and recorded.GROUP_NAME in line:
+                        total += float(line.split()[-1])
         return total
 
     def rule_group_seconds(self) -> float:
@@ -384,29 +395,38 @@ def run_fleet(s: FleetSettings, topology: Topology, node_text: str, workdir: Pat
         if s.raw_rounds and not s.shards:
             result["raw"] = _raw_rounds(fleet, workdir / "raw.db")
         result["rule_group_last_duration_s"] = fleet.rule_group_seconds()
+        result["rule_group_iterations_missed"] = fleet.missed_iterations()
         result["prometheus_rss_bytes"] = sum(rss_bytes(p.pid) for p in fleet.proms)
         result["vm_rss_bytes"] = rss_bytes(fleet.vm.pid) if fleet.vm else 0.0
     result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     return _shares(result, s)
 
 
-def _shares(r: dict[str, Any], s: FleetSettings) -> dict[str, Any]:
-    """Per-second CPU (share of one core) of each part, and Prometheus's query work = rounds - scrape only."""
+def _shares(r: dict[str, Any], s: FleetSettings | None = None) -> dict[str, Any]:
+    """CPU as shares of one core. Prometheus and VictoriaMetrics: their CPU per second (rules run every
+    interval whatever the rounds do); Prometheus's query work = its rate over the rounds minus its
+    scrape-only rate. The loop: the CPU one round of every group takes (medians), over the interval:
+    the share of a core it needs to keep up (a round slower than the interval would otherwise make
+    its per-second CPU look smaller)."""
     scrape = r["scrape_only"]
     rounds = r["rounds"]
+    interval = r["scrape_interval_s"]
     scrape_rate = scrape["prometheus_cpu_s"] / scrape["elapsed_s"]
     rounds_rate = rounds["prometheus_cpu_s"] / rounds["elapsed_s"]
+    round_cpu = sum(g["total_cpu_s_median"] for g in rounds["groups"] if g["rounds"])
+    r["loop_round_cpu_s"] = round_cpu
     r["cpu_share"] = {
         "prometheus_scrape_only": scrape_rate,
         "prometheus_with_rounds": rounds_rate,
         "prometheus_query_work": rounds_rate - scrape_rate,
         "vm_scrape_only": scrape["vm_cpu_s"] / scrape["elapsed_s"],
         "vm_with_rounds": rounds["vm_cpu_s"] / rounds["elapsed_s"],
-        "loop": rounds["loop_cpu_s"] / rounds["elapsed_s"],
+        "loop": round_cpu / interval,
+        "loop_over_elapsed": rounds["loop_cpu_s"] / rounds["elapsed_s"],
     }
     r["cpu_share"]["vm_query_work"] = r["cpu_share"]["vm_with_rounds"] - r["cpu_share"]["vm_scrape_only"]
     if "raw" in r:
         raw = r["raw"]
         r["cpu_share"]["prometheus_query_work_raw"] = raw["prometheus_cpu_s"] / raw["elapsed_s"] - scrape_rate
-        r["cpu_share"]["loop_raw"] = raw["loop_cpu_s"] / raw["elapsed_s"]
+        r["cpu_share"]["loop_raw"] = raw["total_cpu_s_median"] / interval
     return r

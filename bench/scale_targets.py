@@ -161,11 +161,23 @@ class _Server(ThreadingHTTPServer):
     t0: float
 
 
-def _serve(texts: dict[str, str], port_queue: Any, cpu: int | None, step_s: float) -> None:
+def _relabelled(render: Callable[[float], str], pop: str) -> Callable[[float], str]:
+    return lambda t: render(t).replace(pop_name(0), pop)
+
+
+def _serve(texts: dict[str, str], port_queue: Any, cpu: int | None, step_s: float, pops: dict[str, str] | None = None) -> None:
     if cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {cpu})
     server = _Server(("127.0.0.1", 0), _Handler)
-    server.routes = {path: advancing(text, step_s) for path, text in texts.items()}
+    if pops is None:
+        server.routes = {path: advancing(text, step_s) for path, text in texts.items()}
+    else:
+        # One template (PoP p000's text), rendered once per step and relabelled per PoP: every PoP's
+        # exposition is that text with its name (relabel_node), and rendering 1,000 of them each
+        # scrape interval made the fake targets, not Prometheus, the busiest thing on the machine.
+        (template,) = texts.values()
+        render = advancing(template, step_s)
+        server.routes = {path: _relabelled(render, pop) for path, pop in pops.items()}
     server.t0 = time.time()
     port_queue.put(server.server_address[1])
     server.serve_forever()
@@ -174,10 +186,11 @@ def _serve(texts: dict[str, str], port_queue: Any, cpu: int | None, step_s: floa
 class FakeTargets:
     """A child process serving ``path -> exposition`` (advancing in time) on a loopback port."""
 
-    def __init__(self, texts: dict[str, str], cpu: int | None = None, step_s: float = 1.0) -> None:
+    def __init__(self, texts: dict[str, str], cpu: int | None = None, step_s: float = 1.0, pops: dict[str, str] | None = None) -> None:
+        """``pops``: path -> PoP name, every path serving ``texts``' single template relabelled to its PoP."""
         ctx = multiprocessing.get_context("spawn")
         queue = ctx.Queue()
-        self._proc = ctx.Process(target=_serve, args=(texts, queue, cpu, step_s), daemon=True)
+        self._proc = ctx.Process(target=_serve, args=(texts, queue, cpu, step_s, pops), daemon=True)
         self._proc.start()
         self.port = int(queue.get(timeout=60))
 
