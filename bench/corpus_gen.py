@@ -287,11 +287,12 @@ def execute_run(
         try:
             for tp in plan.tiers:
                 set_replicas(tp.tier, None if tp.autoscale else tp.replicas, state_dir)
-            _wait_replicas(top, plan, state_dir, settings.vllm_ready_timeout_s if settings.real_tier else settings.ready_timeout_s)
+            # The exporter and Prometheus start while the replicas cold-start: ~10 s of each run's setup.
             platform = Platform(reg, top, state_dir, work / label / "platform",
                                 PlatformSettings(scrape_interval_s=settings.scrape_interval_s, alertmanager=False, api=False,
                                                  load_keys=load_keys))  # fmt: skip
             platform.start()
+            _wait_replicas(top, plan, state_dir, settings.vllm_ready_timeout_s if settings.real_tier else settings.ready_timeout_s)
             _wait_prometheus(platform, settings.prometheus_ready_s)
             sources: dict[str, MetricSource] = {}
             for kind in SOURCES:
