@@ -213,3 +213,40 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     finally:
         _current.pop()
+
+
+
+UNPRIVILEGED_UID = 65534  # nobody: what a non-root exporter or sidecar runs as
+
+
+@pytest.fixture
+def unprivileged_argv() -> list[str]:
+    """A `setpriv` prefix running a command as uid/gid 65534 with every capability dropped.
+
+    The command is this venv's Python importing inferslice from this checkout, so both must be
+    reachable for that user: a clone under a 0700 directory (root's home, `mktemp -d`) is not.
+    A probe run as that user tells; the skip names the path, rather than the test failing on an
+    ImportError that says nothing about the code under test.
+    """
+    import shutil
+    import subprocess
+    import sys
+
+    if os.geteuid() != 0:
+        pytest.skip("switching to an unprivileged user needs root")
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    uid = str(UNPRIVILEGED_UID)
+    argv = [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"]
+    root = str(TESTS.parent)
+    probe = f"import os, sys; sys.exit(0 if os.access({root!r}, os.R_OK | os.X_OK) else 3)"
+    try:
+        got = subprocess.run([*argv, sys.executable, "-c", probe], capture_output=True, text=True, timeout=30, check=False)
+    except OSError as err:
+        pytest.skip(f"uid {uid} cannot run {sys.executable}: {err}")
+    if got.returncode == 3:
+        pytest.skip(f"uid {uid} cannot reach the checkout {root}: a directory above it is not searchable by others (chmod o+x it)")
+    if got.returncode != 0:
+        pytest.skip(f"uid {uid} cannot run {sys.executable} (exit {got.returncode}): {got.stderr.strip()[-200:]}")
+    return argv

@@ -41,7 +41,7 @@ echo "real-engine: installing the ray extra (with the test extra) into $RAY_VENV
 if python3 -m venv "$RAY_VENV" && "$RAY_VENV/bin/pip" install -q -e '.[test,ray]' >"$WORK/ray-install.log" 2>&1; then
   echo "real-engine: ray installed in $((SECONDS - t))s"
   t=$SECONDS
-  "$RAY_VENV/bin/pytest" -q -p no:cacheprovider tests/rayserve tests/bench/test_control_backend.py -rA \
+  "$RAY_VENV/bin/pytest" -q -p no:cacheprovider tests/rayserve tests/bench/test_control_backend.py tests/bench/test_control_peers.py -rA \
     --junitxml="$JUNIT_DIR/real-engine-ray.xml" || rc=1
   echo "real-engine: Ray Serve tests took $((SECONDS - t))s"
 else

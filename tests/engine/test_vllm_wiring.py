@@ -67,8 +67,7 @@ def test_services_pass_the_vllm_tiers_to_every_engine_host_only(tmp_path: Path) 
         engine_services({"free": "vllm"}, tmp_path / "missing")
 
 
-FAKE_VLLM = """#!{python}
-# Stands in for `python -m vllm.entrypoints.openai.api_server ...`: serves /health on --host/--port.
+FAKE_VLLM = """# Stands in for `python -m vllm.entrypoints.openai.api_server ...`: serves /health on --host/--port.
 import sys, time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 args = sys.argv
@@ -90,8 +89,11 @@ async def test_engine_host_runs_a_vllm_process_per_replica(tmp_path: Path) -> No
     import socket
     import sys
 
+    # The fake "python" is a shell wrapper: a shebang cannot hold a space, and a clone's path may.
+    script = tmp_path / "fake_vllm.py"
+    script.write_text(FAKE_VLLM)
     fake = tmp_path / "python"
-    fake.write_text(FAKE_VLLM.format(python=sys.executable))
+    fake.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{script}" "$@"\n')
     fake.chmod(0o755)
     ports = []
     for _ in range(2):
