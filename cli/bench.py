@@ -276,8 +276,8 @@ def _run_docs(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.bench == "docs":
         return _run_docs(args)
-    if args.bench == "corpus" and args.corpus_command != "generate":  # calibrate, tune, score (bench/corpus_score.py)
-        from inferslice.bench import corpus_score
+    if args.bench == "corpus" and args.corpus_command not in ("generate", "summary"):  # calibrate, tune, score
+        from inferslice.bench import corpus_score  # (its COMMANDS; summary and generate are handled below)
 
         try:
             return corpus_score.main(args, Path(__file__).resolve().parents[1])
