@@ -337,6 +337,8 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         if judged and not any(r.used_reference for r in judged):
             caps.append("no reference: judged against absolute fallbacks")
         caps.extend(confidence.sampling_caps(rests_on, snap))
+        if margin < th.confident_margin_min and not any(c.startswith("no resource's share") for c in caps):
+            caps.append(f"the verdict sits within 2x of the threshold that decides it (margin {margin:.2f} < {th.confident_margin_min:g})")
     if note is not None:
         evidence.append(Evidence("verdict", None, note=note))
     if regime is Regime.QUEUE_LIMITED and ph.link.binding and "network" not in binding:
