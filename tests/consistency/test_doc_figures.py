@@ -52,7 +52,8 @@ def test_the_two_figures_the_issue_found_wrong() -> None:
     result = json.loads((ROOT / "bench" / "results" / "exporter" / "exporter.json").read_text())
     for interfaces in (100, 1000):
         key = f"sizes[interfaces={interfaces}].ratio_to_node_exporter.ours_counters_htb"
-        spans = [m for m in docfigs.SPAN.finditer(exporters) if m["spec"].strip().startswith(f"bench/results/exporter/exporter.json#{key} ")]
+        marker = f"bench/results/exporter/exporter.json#{key} "
+        spans = [m for m in docfigs.SPAN.finditer(exporters) if m["spec"].strip().startswith(marker)]
         assert spans, f"docs/exporters.md has no figure marker for {key}"
         committed = docfigs.lookup(result, key)
         assert isinstance(committed, float) and 0 < committed < 5
