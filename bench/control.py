@@ -407,7 +407,10 @@ def add_arguments(p: Any) -> None:
         "--backend",
         choices=("model", "testbed"),
         default="model",
-        help="model: bench/control_sim.py, ~30 s (default); testbed: netns testbed, root, ~80 s a run (one seed: the first of --seeds)",
+        help=(
+            "model: bench/control_sim.py, ~2 min of CPU for the full matrix (default); "
+            "testbed: netns testbed, root, ~80 s a run (one seed: the first of --seeds)"
+        ),
     )
     p.add_argument("--state-dir", type=Path, default=None, help="testbed: state directory (default /run/inferslice)")
     p.add_argument("--time-scale", type=float, default=0.28, help="testbed: the scenarios' clock compression (default 0.28: 240 s -> 67 s)")

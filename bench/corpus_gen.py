@@ -35,14 +35,14 @@ from inferslice.bench.corpus_draws import Cause, RunPlan, TierPlan
 from inferslice.bottleneck.reference import LearningPolicy, learn_reference
 from inferslice.collectors import MetricSource
 from inferslice.diagnosis import Diagnosis, Regime, SloState
-from inferslice.errors import InferSliceError, PermanentError, RetryableError
+from inferslice.errors import InferSliceError, PermanentError
 from inferslice.service.platform import Platform, PlatformSettings
 from inferslice.service.sources import SourceSettings, make_source
 from inferslice.snapshot import Reference, snapshot_from_dict
 from inferslice.testbed.loadgen.workload import Workload, mix_spec
 from inferslice.testbed.lock import testbed_lock
 from inferslice.testbed.net import lifecycle, wan
-from inferslice.testbed.ops import front_state, set_gpu_share, set_replicas
+from inferslice.testbed.ops import set_gpu_share, set_replicas, wait_replicas_ready
 from inferslice.topology import Topology, load_topology, topology_from_dict
 
 Progress = Callable[[str], None]
@@ -148,23 +148,6 @@ def _loadavg() -> list[float]:
         return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
     except OSError:
         return []
-
-
-def _wait_replicas(top: Topology, plan: RunPlan, state_dir: Path, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    pending = {tp.tier: tp.replicas for tp in plan.tiers}
-    while pending:
-        for tier, n in list(pending.items()):
-            try:
-                ready = sum(1 for r in front_state(tier, state_dir).get("replicas", []) if r.get("state") == "ready")
-            except (PermanentError, RetryableError):
-                continue
-            if ready >= n:
-                del pending[tier]
-        if pending:
-            if time.monotonic() > deadline:
-                raise PermanentError(f"replicas not ready after {timeout_s:g} s: {pending}")
-            time.sleep(0.5)
 
 
 def _wait_prometheus(platform: Platform, timeout_s: float) -> None:
@@ -292,7 +275,11 @@ def execute_run(
                                 PlatformSettings(scrape_interval_s=settings.scrape_interval_s, alertmanager=False, api=False,
                                                  load_keys=load_keys))  # fmt: skip
             platform.start()
-            _wait_replicas(top, plan, state_dir, settings.vllm_ready_timeout_s if settings.real_tier else settings.ready_timeout_s)
+            wait_replicas_ready(
+                {tp.tier: tp.replicas for tp in plan.tiers},
+                state_dir,
+                settings.vllm_ready_timeout_s if settings.real_tier else settings.ready_timeout_s,
+            )
             _wait_prometheus(platform, settings.prometheus_ready_s)
             sources: dict[str, MetricSource] = {}
             for kind in SOURCES:

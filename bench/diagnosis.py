@@ -46,7 +46,7 @@ from inferslice.bottleneck import DEFAULT, Thresholds
 from inferslice.collectors import MetricSource
 from inferslice.common.registry import DEFAULT_STATE_DIR, Registry, read_registry
 from inferslice.diagnosis import Regime
-from inferslice.errors import InferSliceError, PermanentError, RetryableError
+from inferslice.errors import InferSliceError, PermanentError
 from inferslice.service.diagnosis import DiagnosisService, IngestResult
 from inferslice.service.loop import DiagnosisLoop, Ingest, LoopSettings
 from inferslice.service.platform import Platform, PlatformSettings
@@ -54,7 +54,7 @@ from inferslice.service.sources import SourceSettings, make_source
 from inferslice.service.store import Store
 from inferslice.snapshot import SliceSnapshot
 from inferslice.testbed.net import lifecycle
-from inferslice.testbed.ops import front_state, set_gpu_share, set_replicas
+from inferslice.testbed.ops import set_gpu_share, set_replicas, wait_replicas_ready
 from inferslice.topology import Topology, load_topology
 
 Progress = Callable[[str], None]
@@ -220,23 +220,6 @@ def build_loops(
     return loops, logs, stores
 
 
-def _wait_replicas(wanted: Mapping[str, int], state_dir: Path, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    pending = dict(wanted)
-    while pending:
-        for tier, n in list(pending.items()):
-            try:
-                ready = sum(1 for r in front_state(tier, state_dir).get("replicas", []) if r.get("state") == "ready")
-            except (PermanentError, RetryableError):
-                continue
-            if ready >= n:
-                del pending[tier]
-        if pending:
-            if time.monotonic() > deadline:
-                raise PermanentError(f"replicas not ready after {timeout_s:g} s: {pending}")
-            time.sleep(0.5)
-
-
 def _sleep_until(t: float) -> None:
     while (left := t - time.time()) > 0:
         time.sleep(min(left, 0.5))
@@ -352,7 +335,7 @@ def run(
         for inj in injections:
             lifecycle.set_cap(inj.tier, caps.get(inj.tier), "receive", state_dir)
             set_replicas(inj.tier, inj.replicas, state_dir)
-        _wait_replicas({inj.tier: inj.replicas for inj in injections}, state_dir, settings.ready_timeout_s)
+        wait_replicas_ready({inj.tier: inj.replicas for inj in injections}, state_dir, settings.ready_timeout_s)
         for inj in injections:
             set_gpu_share(inj.tier, 1.0, state_dir)
         progress(f"replicas ready ({', '.join(f'{i.tier} {i.replicas}' for i in injections)}); starting exporter and Prometheus")

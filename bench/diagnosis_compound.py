@@ -30,7 +30,6 @@ from inferslice.bench.diagnosis import (
     Ticker,
     _original_caps,
     _sleep_until,
-    _wait_replicas,
     build_loops,
     ensure_testbed,
     restore_tiers,
@@ -42,7 +41,7 @@ from inferslice.common.registry import DEFAULT_STATE_DIR
 from inferslice.service.platform import Platform, PlatformSettings
 from inferslice.service.store import Store
 from inferslice.testbed.net import lifecycle
-from inferslice.testbed.ops import set_gpu_share, set_replicas
+from inferslice.testbed.ops import set_gpu_share, set_replicas, wait_replicas_ready
 from inferslice.topology import load_topology
 
 PHASES_FILE = "phases.json"
@@ -97,7 +96,7 @@ def run(out: Path, phase_s: float = 30.0, state_dir: Path = DEFAULT_STATE_DIR, p
             lifecycle.set_cap(p.tier, caps.get(p.tier), "receive", state_dir)
             set_replicas(p.tier, p.replicas, state_dir)
             set_gpu_share(p.tier, 1.0, state_dir)
-        _wait_replicas({p.tier: p.replicas for p in PLANS}, state_dir, settings.ready_timeout_s)
+        wait_replicas_ready({p.tier: p.replicas for p in PLANS}, state_dir, settings.ready_timeout_s)
         platform.start()
         for i, p in enumerate(PLANS):
             platform.start_load(p.tier, p.tier, p.clients, total_s, 7 + i, drain_timeout_s=2.0)

@@ -267,8 +267,8 @@ def markdown(r: dict[str, Any]) -> str:
             f"{first['scrape_interval_s']:g} s, window {first['window_s']:g} s, scrapes running:**",
             "",
             "| slices | series (all shards) | round wall per group, median (max) | loop CPU | Prometheus scrapes "
-            "| Prometheus query work | VictoriaMetrics | Prometheus + VM RSS |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| Prometheus query work | VictoriaMetrics | Prometheus + VM RSS | rule evaluations missed | load average before, after |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]  # fmt: skip
         for d in curve.values():
             c = d["cpu_share"]
@@ -277,7 +277,9 @@ def markdown(r: dict[str, Any]) -> str:
             lines.append(
                 f"| {d['slices']:,} | {d['head_series']:,.0f} | {_ms(statistics.median(walls) if walls else float('nan'))} ({_ms(wmax)}) "
                 f"| {_pct(c['loop'])} | {_pct(c['prometheus_scrape_only'])} | {_pct(c['prometheus_query_work'])} "
-                f"| {_pct(c['vm_with_rounds'])} | {(d['prometheus_rss_bytes'] + d['vm_rss_bytes']) / 2**30:.1f} GiB |"
+                f"| {_pct(c['vm_with_rounds'])} | {(d['prometheus_rss_bytes'] + d['vm_rss_bytes']) / 2**30:.1f} GiB "
+                f"| {d.get('rule_group_iterations_missed', float('nan')):.0f} "
+                f"| {d['load_average_before'][0]:.2f}, {d['load_average_after'][0]:.2f} |"
             )
         lines += [
             "",
@@ -303,8 +305,9 @@ def _fleet_lines(f: dict[str, Any]) -> list[str]:
     title = (
         f"**{f['slices']:,} slices, one Prometheus, {f['scrape_interval_s']:g} s scrape/rule/diagnosis interval, "
         f"{f['window_s']:g} s window, scrapes running** ({f['head_series']:,.0f} series in the head block, "
-        f"{f['targets_up']} targets up, {f['rules']} snapshot rules, group evaluation {f['rule_group_last_duration_s'] * 1e3:,.0f} ms; "
-        "loop on one core, Prometheus and the targets on the other):"
+        f"{f['targets_up']} targets up, {f['rules']} snapshot rules, group evaluation {f['rule_group_last_duration_s'] * 1e3:,.0f} ms, "
+        f"{f.get('rule_group_iterations_missed', nan):.0f} evaluations missed; loop on one core, Prometheus and the targets on the "
+        f"other; load average {f['load_average_before'][0]:.2f} before, {f['load_average_after'][0]:.2f} after):"
     )
     rows = [
         ("read the window (queries + assembly), wall", _ms(g["evaluate_wall_s_median"]), _ms(raw.get("evaluate_wall_s_median", nan))),

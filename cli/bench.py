@@ -170,7 +170,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p = sub.add_parser(name, help=text, description=text)
         add(p)
         p.add_argument("--json", metavar="FILE", default=None, help="also write the raw result as JSON ('-': stdout)")
-    text = "control policies (static, Ray Serve, KEDA, llm-d WVA, TTFT threshold, inferslice) x five scenarios"
+    text = "control policies (inferslice, its ablations, Ray Serve, KEDA, llm-d WVA, TTFT threshold, the composite peers) x nine scenarios"
     p = sub.add_parser("control", help=text, description=text)
     from inferslice.bench import control as control_bench  # here: only `bench control` pays for the controller's imports
 

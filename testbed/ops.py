@@ -7,13 +7,15 @@ the management link. Caps live in ``testbed.net.lifecycle.set_cap``.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from inferslice.common.registry import DEFAULT_STATE_DIR, read_registry
-from inferslice.errors import InputError
+from inferslice.errors import InputError, PermanentError, RetryableError
 from inferslice.testbed.addressing import AddressPlan
 from inferslice.testbed.serving.front_client import ADMIN_TIMEOUT_S, FrontRefused, FrontUnavailable, front_client
 from inferslice.topology import load_topology
@@ -34,6 +36,27 @@ def _host_put(url: str, body: dict[str, Any]) -> None:
 
 def front_state(tier: str, state_dir: Path = DEFAULT_STATE_DIR) -> dict[str, Any]:
     return front_client(tier, state_dir).state_json()
+
+
+def wait_replicas_ready(wanted: Mapping[str, int], state_dir: Path = DEFAULT_STATE_DIR, timeout_s: float = 90.0) -> None:
+    """Block until each tier's front reports at least ``wanted[tier]`` replicas ready.
+
+    A front not answering yet (still starting) is polled again, not an error; the deadline is.
+    """
+    deadline = time.monotonic() + timeout_s
+    pending = dict(wanted)
+    while pending:
+        for tier, n in list(pending.items()):
+            try:
+                ready = sum(1 for r in front_state(tier, state_dir).get("replicas", []) if r.get("state") == "ready")
+            except (PermanentError, RetryableError):
+                continue
+            if ready >= n:
+                del pending[tier]
+        if pending:
+            if time.monotonic() > deadline:
+                raise PermanentError(f"replicas not ready after {timeout_s:g} s: {pending}")
+            time.sleep(0.5)  # a replica's cold start is seconds: polling faster only loads the fronts
 
 
 def set_replicas(tier: str, replicas: int | None, state_dir: Path = DEFAULT_STATE_DIR) -> dict[str, Any]:

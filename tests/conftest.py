@@ -215,7 +215,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         _current.pop()
 
 
-
 UNPRIVILEGED_UID = 65534  # nobody: what a non-root exporter or sidecar runs as
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from inferslice.bench.control_backend import ActionLog, ModelBackend, TierReading
+from inferslice.bench.control_backend import ActionLog, ModelBackend, ReplicaLoad, TierReading
 from inferslice.bench.control_peers import Mover, NocRule, Shell
-from inferslice.bench.control_policies import PAPER_COLD_START_S, KedaHpa, bench_settings
+from inferslice.bench.control_policies import PAPER_COLD_START_S, KedaHpa, Wva, bench_settings
 from inferslice.bench.control_sim import ServingSim
 from inferslice.control.settings import tier_policies
 from inferslice.snapshot import SliceSnapshot
@@ -109,6 +109,42 @@ def test_keda_scales_down_only_to_the_highest_desired_count_of_its_window() -> N
     backend.waiting = 26  # 26 / (5 x 5) = 1.04: within the 10 % tolerance, no change
     keda.decide(11.0, "premium")
     assert backend.targets["premium"] == 5
+
+
+class _Replicas:
+    """A backend whose Premium replicas (state, KV usage) the test sets; WVA reads them and the target."""
+
+    def __init__(self) -> None:
+        self.targets = {t.name: 1 for t in TOP.tiers}
+        self.premium: list[ReplicaLoad] = []
+
+    def reading(self, tier: str) -> TierReading:
+        reps = tuple(self.premium) if tier == "premium" else (ReplicaLoad(f"{tier}-0", "london/gpu0", "ready", 0, 0.1),)
+        return TierReading(self.targets[tier], 0, 0, reps)
+
+    def set_replicas(self, tier: str, n: int, *, instant: bool = False) -> None:
+        self.targets[tier] = n
+
+
+def test_wva_scales_up_from_its_ready_replicas_and_not_while_one_is_pending() -> None:
+    # llm-d WVA's saturation analyzer: a saturated variant's target is readyReplicas + 1, and a
+    # variant with pending replicas is skipped for scale-up (its "cascade scaling prevention").
+    backend = _Replicas()
+    wva = Wva(F)
+    wva.setup(backend, TOP, ActionLog())  # type: ignore[arg-type]
+    backend.targets["premium"] = 2
+    backend.premium = [ReplicaLoad("p0", "london/gpu0", "ready", 8, 0.95), ReplicaLoad("p1", "bristol/gpu0", "starting", 0, None)]
+    wva.sample(0.0)
+    wva.decide(0.0, "premium")
+    assert backend.targets["premium"] == 2  # saturated (KV 0.95 >= 0.8), but p1 is still starting
+    backend.premium[1] = ReplicaLoad("p1", "bristol/gpu0", "ready", 8, 0.9)
+    wva.peaks["premium"].clear()  # a new reconcile's window: both replicas ready and saturated
+    wva.sample(1.0)
+    wva.decide(1.0, "premium")
+    assert backend.targets["premium"] == 3  # ready (2) + 1
+    wva.sample(2.0)
+    wva.decide(2.0, "premium")
+    assert backend.targets["premium"] == 3  # the third is pending now: no fourth on the same saturation
 
 
 @pytest.mark.parametrize("name", ["ray_noc_mover", "keda_noc_mover"])

@@ -152,3 +152,47 @@ def test_a_missing_grant_is_a_403_and_fails_the_component(
     _in_cluster(monkeypatch, tmp_path, cluster, rbac.Component.CONTROLLER)
     with pytest.raises(RetryableError, match="403"):
         podsync.sync_once(podsync.kubernetes_lister(), "gpu-node-1", tmp_path / "pods.json")
+
+
+def test_the_sharded_api_holds_exactly_what_its_leases_call(
+    topology: Topology, rendered: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The production overlay's API (``deploy.fleet``: a StatefulSet running ``--shard-groups``) calls
+    the Lease API for its diagnosis groups. Built the way the CLI builds it from the StatefulSet's own
+    arguments, run against the stand-in enforcing the base's and fleet.yaml's Roles: it takes its
+    group's Lease (get, create), renews it (update) and releases it on a clean stop (update); the
+    grants of the API's ServiceAccount are exactly those calls."""
+    import argparse
+    import types
+
+    from inferslice.cli import api as api_cli
+    from inferslice.deploy import fleet
+    from inferslice.service.shards import lease_name
+    from inferslice.service.sources import SourceSettings
+
+    production = rendered + fleet.fleet_objects()
+    rbac_objects = [o for o in production if o["kind"] in ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")]
+    users = {TOKENS[c]: _user(c) for c in rbac.Component}
+    sts = fleet.api_statefulset()
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    env = {"$(POD_NAME)": "inferslice-api-0", "$(PROMETHEUS_URL)": fleet.VM_URL}
+    parser = argparse.ArgumentParser()
+    api_cli.add_arguments(parser)
+    assert container["args"][0] == "api"
+    args = parser.parse_args([env.get(a, a) for a in container["args"][1:]])  # $(NAME): the kubelet expands it
+    assert args.shard_groups == fleet.SHARDS and args.lease_namespace == platform.PLATFORM_NS
+    settings = SourceSettings(args.source, args.prometheus_url, (), args.perspective, args.window_s, recorded=args.recorded)
+    service = types.SimpleNamespace(ingest=lambda snap: None, store=types.SimpleNamespace(batch=None))
+    with apiserver.serve(TOKEN, users=users, rbac_objects=rbac_objects) as srv:
+        _in_cluster(monkeypatch, tmp_path, srv, rbac.Component.API)
+        shards = api_cli._sharded_loop(args, settings, service, topology)
+        assert shards.renew() == [0]  # its own group first: get (none yet), create
+        assert shards.renew() == [0]  # renew: update
+        shards.stop(release=True)  # hand the Lease back: update
+        writes = [w for w in srv.store.writes if w.resource == "leases" and w.name == lease_name(0)]
+        assert [w.verb for w in writes] == ["create", "update", "update"]
+        assert writes[0].obj["spec"]["holderIdentity"] == "inferslice-api-0" and not writes[-1].obj["spec"].get("holderIdentity")
+        used = _used(srv, rbac.Component.API)
+    assert {verb for (_, _, _, verb) in used} == {"get", "create", "update"}
+    assert used == _granted(production, rbac.Component.API)
+    assert _granted(rendered, rbac.Component.API) == set()  # the unsharded base grants the API nothing

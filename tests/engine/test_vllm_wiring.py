@@ -58,7 +58,7 @@ def test_services_pass_the_vllm_tiers_to_every_engine_host_only(tmp_path: Path) 
     assert [s.name for s in specs] == [s.name for s in plain]
     for got, base in zip(specs, plain, strict=True):
         if base.kind == "host":
-            extra = got.argv[len(base.argv):]
+            extra = got.argv[len(base.argv) :]
             assert "--engine=free=vllm" in extra and extra[extra.index("--vllm-max-num-seqs") + 1] == "3"
             assert extra[extra.index("--vllm-python") + 1] == str(venv / "bin" / "python")
         else:

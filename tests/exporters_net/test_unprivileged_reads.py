@@ -6,10 +6,7 @@ container runs as a non-root user with no capability (deploy/platform.py, EXPORT
 from __future__ import annotations
 
 import ast
-import shutil
 import sys
-
-import pytest
 
 from .conftest import Namespaces, needs_root, sh
 
