@@ -28,7 +28,7 @@ kube-apiserver responses in ``tests/fixtures/kube-apiserver/``):
 - a log of every request (``calls``: verb, group, resource, namespace, name, user, code) and of every
   write that took effect (``writes``: who, what, the object after), from which the RBAC test checks
   the roles grant exactly what is used and the HA tests check who acted;
-- faults for tests (``faults``): hold or delay a request before it is processed (it arrives late), or
+- faults for tests (``faults``, ``apiserver_faults``): hold or delay a request before it is processed (it arrives late), or
   its answer after it was processed (the answer arrives late), or drop it (a partition).
 """
 
@@ -39,44 +39,37 @@ import itertools
 import json
 import re
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from . import rbac, schemas
+from .apiserver_faults import Drop, Fault, Faults, wait
+from .apiserver_status import (
+    ADMIN,
+    ApiError,
+    Call,
+    Resource,
+    Write,
+    already_exists,
+    conflict,
+    invalid,
+    not_found,
+    patch_not_applicable,
+    status_details,
+)
 from .patches import PatchError, json_patch, merge_patch
+
+__all__ = ["ApiError", "Call", "Fault", "StandIn", "Store", "serve"]  # what tests and benches use from here
 
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 APPLY = "application/apply-patch+yaml"
-ADMIN = "system:admin"  # the user of the admin token (kube-apiserver's system:masters)
-
-
-@dataclass(frozen=True)
-class Resource:
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool
-    has_status: bool
-    custom: bool
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def qualified(self) -> str:
-        """``schema.GroupResource.String()``: ``plural.group``, or ``plural`` for the core group."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
 _BUILTIN = {
@@ -88,88 +81,6 @@ _CORE = re.compile(r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>pods)(?:/
 _GROUP = re.compile(
     r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>status))?$"
 )
-
-
-@dataclass(frozen=True)
-class Call:
-    verb: str
-    group: str
-    resource: str  # plural, or "plural/status"
-    namespace: str | None
-    name: str | None = None
-    user: str = ADMIN
-    code: int = 0  # the answer's status code (0 until answered)
-
-
-@dataclass(frozen=True)
-class Write:
-    """A write that took effect, in the order the store applied them."""
-
-    seq: int
-    user: str
-    verb: str
-    group: str
-    resource: str
-    namespace: str | None
-    name: str
-    obj: dict[str, Any]  # the object after the write
-
-
-class ApiError(Exception):
-    """A failed request, answered as kube-apiserver's ``metav1.Status``."""
-
-    def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.code, self.reason, self.message, self.details = code, reason, message, details
-
-    def status(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": self.message}
-        if self.reason:
-            body["reason"] = self.reason
-        if self.details is not None:
-            body["details"] = self.details
-        body["code"] = self.code
-        return body
-
-
-def _details(res: Resource, name: str | None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if name:
-        out["name"] = name
-    if res.group:
-        out["group"] = res.group
-    out["kind"] = res.plural
-    return out
-
-
-def not_found(res: Resource, name: str) -> ApiError:
-    return ApiError(404, "NotFound", f'{res.qualified} "{name}" not found', _details(res, name))
-
-
-def already_exists(res: Resource, name: str) -> ApiError:
-    return ApiError(409, "AlreadyExists", f'{res.qualified} "{name}" already exists', _details(res, name))
-
-
-def conflict(res: Resource, name: str) -> ApiError:
-    msg = (
-        f'Operation cannot be fulfilled on {res.qualified} "{name}": the object has been modified;'
-        " please apply your changes to the latest version and try again"
-    )
-    return ApiError(409, "Conflict", msg, _details(res, name))
-
-
-def invalid(res: Resource, name: str, field_path: str, detail: str) -> ApiError:
-    """``apierrors.NewInvalid``: the kind (not the plural) qualifies the message and the details."""
-    qualified = f"{res.kind}.{res.group}" if res.group else res.kind
-    cause = {"reason": "FieldValueInvalid", "message": f"Invalid value: {detail}", "field": field_path}
-    details: dict[str, Any] = {"name": name, **({"group": res.group} if res.group else {}), "kind": res.kind, "causes": [cause]}
-    return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {field_path}: Invalid value: {detail}', details)
-
-
-def patch_not_applicable() -> ApiError:
-    # patch.go: a JSON patch that cannot be applied is NewGenericServerResponse(422, "", GroupResource{}, "", err, 0, false),
-    # whose message is fixed and whose details are empty (the server drops the patch library's text).
-    return ApiError(422, "Invalid", "the server rejected our request due to an error in our request", {})
 
 
 def _resource(group: str, version: str, plural: str) -> Resource:
@@ -306,7 +217,7 @@ class Store:
                     "message": "Invalid value: 0: must be specified for an update",
                     "field": "metadata.resourceVersion",
                 }
-                raise ApiError(422, "Invalid", msg, {**_details(res, name), "causes": [cause]})
+                raise ApiError(422, "Invalid", msg, {**status_details(res, name), "causes": [cause]})
             if wanted_rv not in (None, "") and str(wanted_rv) != current_rv:
                 raise conflict(res, name)
             if res.has_status and status_only:
@@ -356,72 +267,6 @@ def _plural_of(kind: str, group: str, version: str) -> str:
         if (k.group, k.version, k.kind) == (group, version, kind):
             return k.plural
     raise KeyError(kind)
-
-
-# -- faults ----------------------------------------------------------------------------------------
-
-
-@dataclass
-class Fault:
-    """What happens to the requests ``match`` selects (``match(call)``; the call's code is 0 then).
-
-    ``hold_before``/``hold_after``: block until the event is set, before the request is processed
-    (it arrives late) or after (it was processed; the answer arrives late); ``delay_before_s`` /
-    ``delay_after_s``: the same for a fixed time; ``drop``: never processed, the connection closes
-    without an answer once the hold (if any) ends (a partition); ``answer``: not processed, answered
-    with this error instead (a 429 or 5xx of an overloaded server). ``times``: how many requests it
-    applies to (None: all); ``seen`` counts them."""
-
-    match: Callable[[Call], bool]
-    hold_before: threading.Event | None = None
-    hold_after: threading.Event | None = None
-    delay_before_s: float = 0.0
-    delay_after_s: float = 0.0
-    drop: bool = False
-    answer: ApiError | None = None
-    times: int | None = None
-    seen: int = 0
-    entered: threading.Event = field(default_factory=threading.Event)  # set when a matching request arrived
-
-
-class Faults:
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._faults: list[Fault] = []
-
-    def add(self, fault: Fault) -> Fault:
-        with self._lock:
-            self._faults.append(fault)
-        return fault
-
-    def remove(self, fault: Fault) -> None:
-        with self._lock:
-            if fault in self._faults:
-                self._faults.remove(fault)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._faults.clear()
-
-    def pick(self, call: Call) -> Fault | None:
-        with self._lock:
-            for f in self._faults:
-                if (f.times is None or f.seen < f.times) and f.match(call):
-                    f.seen += 1
-                    f.entered.set()
-                    return f
-        return None
-
-
-def _wait(event: threading.Event | None, delay_s: float) -> None:
-    if event is not None:
-        event.wait(timeout=300)  # never hang a test run forever
-    if delay_s:
-        time.sleep(delay_s)
-
-
-class _Drop(Exception):
-    """The request is lost: close the connection without an answer."""
 
 
 # -- HTTP ------------------------------------------------------------------------------------------
@@ -478,9 +323,9 @@ class _Handler(BaseHTTPRequestHandler):
             call = Call(verb, res.group, resource, ns, name, user)
             fault = srv.faults.pick(call)
             if fault is not None:
-                _wait(fault.hold_before, fault.delay_before_s)
+                wait(fault.hold_before, fault.delay_before_s)
                 if fault.drop:
-                    raise _Drop
+                    raise Drop
                 if fault.answer is not None:
                     raise fault.answer
             if (
@@ -489,16 +334,16 @@ class _Handler(BaseHTTPRequestHandler):
                 and not rbac.authorize(srv.rbac_objects, user, verb, res.group, resource, ns, name)
             ):
                 message = rbac.forbidden_message(user, verb, res.group, resource, ns, name)
-                raise ApiError(403, "Forbidden", message, _details(res, name))
+                raise ApiError(403, "Forbidden", message, status_details(res, name))
             try:
                 code, body = (200 if method != "POST" else 201), self._do(method, res, ns, name, status, query, user)
             except ApiError as err:
                 code, body = err.code, err.status()
             srv.store.calls.append(Call(verb, res.group, resource, ns, name, user, code))
             if fault is not None:
-                _wait(fault.hold_after, fault.delay_after_s)
+                wait(fault.hold_after, fault.delay_after_s)
             self._send(code, body)
-        except _Drop:
+        except Drop:
             self.close_connection = True
         except ApiError as err:
             if call is not None:
