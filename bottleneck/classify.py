@@ -12,7 +12,12 @@ network and compute (and an unexplained ``base``). The regimes follow from that 
 - the primary regime is the binding resource whose remedy comes first: network, then compute, then
   queue (replicas cure neither a cap nor a GPU share); ``secondary`` lists every other resource that
   explains at least ``secondary_share`` of a material excess;
+- a cause the window measures directly binds by itself: a WAN RTT step that adds at least
+  ``delay_material_s`` to every first token (6 s windows' TTFT histogram quantiles cannot resolve
+  it), and at a full link the P99 TTFT counts beside a median at its reference (first chunks wait
+  in the link's buffer, the median's often do not);
 - healthy: nothing binds. An SLO at risk shows in ``slo`` and ``slo_signal``, never in the regime.
+  A tier with nothing served, running or waiting in the window is healthy (idle), not unknown.
   A standing queue at the replica ceiling is the one binding signature read from gauges alone (a
   queued request's TTFT is only observed when it is served), at lower confidence;
 - unknown: the fields present cannot separate the causes (TPOT up with the link unknown and no
@@ -61,6 +66,12 @@ def _missing(*readings: Reading) -> tuple[str, ...]:
             if name not in out:
                 out.append(name)
     return tuple(out)
+
+
+def _idle(snap: SliceSnapshot) -> bool:
+    """No request served, running or waiting in the window (every one of the three known)."""
+    gauges = (snap.request_count, snap.requests_running, snap.requests_waiting)
+    return all(g is not None and g <= 0 for g in gauges)
 
 
 def _queue_building(snap: SliceSnapshot, th: Thresholds) -> bool:
@@ -143,7 +154,8 @@ class _Judge:
         for stat, is_tpot, ex, thr, _mat, br, judged, secs in self.rows:
             # At a full link the P99 TPOT counts even beside a median at its reference: the link
             # corroborates the tail (the first window after a cap cut shows it before the median).
-            tail_at_link = k == 1 and self.link_binding and stat == "tpot_p99"
+            # So does the P99 TTFT: first chunks wait in the full link's queue, the median's often do not.
+            tail_at_link = k == 1 and self.link_binding and stat in ("tpot_p99", "ttft_p99")
             tail_confirmed = k == 2 and self.compute_confirmed and stat == "tpot_p99"  # likewise a reported GPU-share drop
             if (not judged and not tail_at_link and not tail_confirmed) or (is_tpot and (k == 0 or ttft_only)):
                 continue
@@ -282,7 +294,17 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     margin = 0.0
     rests_on: list[str] = []  # the statistics the verdict rests on (their request counts must bound them)
     binding = [r for r in ORDER if judge.binds(r)]
-    if not has_ttft and not has_tpot:
+    # A measured delay binds the network whatever the quantiles resolve (``delay_material_s``).
+    delay_binds = th.delay_material_s > 0 and ge(ph.delay_ttft_s, th.delay_material_s) and "network" not in binding
+    if delay_binds:
+        binding.insert(0, "network")
+    idle = not has_ttft and not has_tpot and _idle(snap)
+    if idle:
+        # Nothing in flight, nothing waiting, nothing served: no request to be slow, no resource to
+        # bind. A stalled tier shows requests running or waiting; without those gauges it stays unknown.
+        regime, note = Regime.HEALTHY, "idle: no request in flight, waiting or served in the window"
+        margin = math.log2(_RATIO_MAX)
+    elif not has_ttft and not has_tpot:
         regime, note = Regime.UNKNOWN, "no latency signal"
     elif ph.unseparated:
         regime, note = Regime.UNKNOWN, UNSEPARATED
@@ -302,6 +324,9 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             if named:
                 caps.append("no resource's share is material alone: the largest is named")
                 rests_on = [r[0] for r in judge.rows if r[4] and r[6]]
+            elif delay_binds:
+                margin = math.log2(min(ph.delay_ttft_s / th.delay_material_s, _RATIO_MAX))
+                note = f"the path's RTT adds {ph.delay_ttft_s * 1e3:.0f} ms to every first token (measured, not inferred from TTFT)"
             else:
                 margin, rests_on = _binding_margin(judge, primary)
             caps.extend(_binding_caps(primary, ph, snap, th, judge, queue, compute, has_tpot))
@@ -319,7 +344,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             if ph.link.binding:
                 note = "link at its cap but token delivery holds: utilisation alone is not a bottleneck"
     p99_breached = any(judge.breached.get(s.stat, False) for s in attribution.shares)
-    if regime is not Regime.UNKNOWN:
+    if regime is not Regime.UNKNOWN and not idle:  # an idle verdict rests on the three gauges alone
         if snap.tpot_p50_s is None:
             # Judged on the TPOT mean or tail: a median could tell otherwise. A full link starving
             # delivery while P99 TTFT breaches is the one verdict any median leaves standing.
@@ -336,6 +361,8 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         judged = [r for r in (ttft, tpot) if r.evidence]
         if judged and not any(r.used_reference for r in judged):
             caps.append("no reference: judged against absolute fallbacks")
+        if regime is not Regime.NETWORK_LIMITED and (snap.wan_rtt_s is None) != (snap.wan_base_rtt_s is None):
+            caps.append("the WAN path's RTT or its base is missing: an added delay could bind the network")
         caps.extend(confidence.sampling_caps(rests_on, snap))
         if margin < th.confident_margin_min and not any(c.startswith("no resource's share") for c in caps):
             caps.append(f"the verdict sits within 2x of the threshold that decides it (margin {margin:.2f} < {th.confident_margin_min:g})")
