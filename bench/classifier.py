@@ -119,8 +119,37 @@ class BenchmarkFailed(PermanentError):
     """The API answered a request with something other than 2xx: the latencies would measure refusals."""
 
 
+GC_OUT_ENV = "INFERSLICE_BENCH_GC_OUT"  # the child writes its cyclic collector's pauses there on exit
+
+
+class GcPauses:
+    """Per generation: collections, total and longest pause (``gc.callbacks``: wall time of each run).
+
+    A stall that reaches both routes alike with the p50 unchanged is what a full (generation 2)
+    collection of a heap of long-lived objects looks like: the bench reports them beside the p99."""
+
+    def __init__(self) -> None:
+        self.stats: dict[int, dict[str, float]] = {g: {"collections": 0, "total_ms": 0.0, "max_ms": 0.0} for g in range(3)}
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+            return
+        ms = 1000 * (time.perf_counter() - self._start)
+        st = self.stats[info["generation"]]
+        st["collections"] += 1
+        st["total_ms"] += ms
+        st["max_ms"] = max(st["max_ms"], ms)
+
+    def as_dict(self) -> dict[str, dict[str, float]]:
+        return {f"gen{g}": {k: round(v, 3) for k, v in st.items()} for g, st in self.stats.items()}
+
+
 def serve(port: int, db: str) -> None:
     """Child process: the real app on uvicorn, as ``inferslice api`` runs it (token from the environment)."""
+    import gc
+
     import uvicorn
 
     from inferslice.service.app import create_app
@@ -128,8 +157,17 @@ def serve(port: int, db: str) -> None:
     from inferslice.service.store import Store
     from inferslice.topology import load_topology
 
+    pauses = GcPauses()
+    gc.callbacks.append(pauses)
     store = Store(db)
     app = create_app(store, load_topology(), token=load_token(None))
+    out = os.environ.get(GC_OUT_ENV)
+
+    def write_pauses() -> None:  # at lifespan shutdown: uvicorn re-raises SIGTERM once it has shut down
+        if out:
+            Path(out).write_text(json.dumps({"pauses": pauses.as_dict(), "objects_tracked": len(gc.get_objects())}))
+
+    app.router.on_shutdown.append(write_pauses)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
@@ -194,7 +232,8 @@ def bench_api(rate: float, duration_s: float) -> dict[str, Any]:
     load_before = os.getloadavg()
     phases: dict[str, tuple[httpload.Outcome, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, TOKEN_ENV: token}
+        gc_out = Path(tmp) / "gc.json"
+        env = {**os.environ, TOKEN_ENV: token, GC_OUT_ENV: str(gc_out)}
         proc = subprocess.Popen([sys.executable, "-m", __name__, "--serve", str(port), "--db", str(Path(tmp) / "bench.db")], env=env)
         try:
             _wait_ready(base)
@@ -207,6 +246,7 @@ def bench_api(rate: float, duration_s: float) -> dict[str, Any]:
         finally:
             proc.terminate()
             proc.wait(timeout=10)
+        server_gc = json.loads(gc_out.read_text()) if gc_out.exists() else None
     refused = [msg for name, (phase, _) in phases.items() for msg in _refusals(name, phase)]
     if refused:
         raise BenchmarkFailed("the API refused requests, so its latencies are not the API's: " + "; ".join(refused))
@@ -235,6 +275,9 @@ def bench_api(rate: float, duration_s: float) -> dict[str, Any]:
         "server_cpu_ms_per_request": 1000 * mix_cpu / len(every),
         "server_cpu_share_of_one_core": mix_cpu / duration_s,
         "routes": per_route,
+        "client_send_lag_p99_ms": _pct(mix.send_lags, 0.99),  # the client's own lag behind its schedule
+        "client_send_lag_max_ms": 1000 * max(mix.send_lags, default=0.0),
+        "server_gc": server_gc,  # the cyclic collector's pauses over the whole run (warm-up and the three phases)
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
     }
@@ -278,6 +321,13 @@ def markdown(result: dict[str, Any]) -> str:
             f"Achieved {api['achieved_rate_per_s']:.0f} req/s; max {api['max_ms']:.0f} ms; "
             f"server CPU {api['server_cpu_share_of_one_core']:.2f} of one core.",
         ]
+        if "client_send_lag_p99_ms" in api:
+            lines.append(f"Client lag behind its schedule (not the server's): p99 {api['client_send_lag_p99_ms']:.1f} ms, "
+                         f"max {api['client_send_lag_max_ms']:.0f} ms.")  # fmt: skip
+        gcs = (api.get("server_gc") or {}).get("pauses")
+        if gcs:
+            lines.append("Server cyclic GC over the run: " + "; ".join(
+                f"{g} {st['collections']:.0f} runs, longest {st['max_ms']:.1f} ms" for g, st in gcs.items()) + ".")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

@@ -33,6 +33,9 @@ class Outcome:
     latencies: dict[str, list[float]] = field(default_factory=dict)  # seconds from the scheduled send
     statuses: dict[str, dict[str, int]] = field(default_factory=dict)  # "201", "500", or an error's name
     achieved_per_s: float = 0.0
+    # Seconds from the scheduled send to the request's bytes being written: the client's own lag
+    # (its event loop behind schedule, or every connection busy). A stall here is not the server's.
+    send_lags: list[float] = field(default_factory=list)
 
     def add(self, route: str, latency_s: float, status: str) -> None:
         self.latencies.setdefault(route, []).append(latency_s)
@@ -81,6 +84,7 @@ async def run(host: str, port: int, rate: float, duration_s: float, next_request
         try:
             if conn is None:
                 conn = _Conn(*await asyncio.open_connection(host, port))
+            out.send_lags.append(time.perf_counter() - scheduled)
             status, keep = await asyncio.wait_for(conn.exchange(request), timeout_s)
             if not keep:
                 conn.close()
