@@ -247,6 +247,22 @@ class _Fleet:
                         total += float(line.split()[-1])
         return total
 
+    def rule_seconds(self) -> list[dict[str, Any]]:
+        """Each snapshot rule's last evaluation wall time (``/api/v1/rules`` ``evaluationTime``), summed
+        over the shards, costliest first: which rules the group's time goes to."""
+        per: dict[tuple[str, str], float] = {}
+        for prom in self.proms:
+            with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+                groups = httpx.get(f"{prom.url}/api/v1/rules", timeout=10).json()["data"]["groups"]
+                for g in groups:
+                    if g.get("name") != recorded.GROUP_NAME:
+                        continue
+                    for r in g.get("rules", []):
+                        key = (str(r.get("name", "")), str((r.get("labels") or {}).get(recorded.TERM_LABEL, "")))
+                        per[key] = per.get(key, 0.0) + float(r.get("evaluationTime", 0.0))
+        rows = [{"record": k[0], "term": k[1], "seconds": round(v, 6)} for k, v in per.items()]
+        return sorted(rows, key=lambda r: -float(r["seconds"]))
+
     def load_rules(self) -> int:
         group = recorded.snapshot_rule_group(self.s.window_s, self.s.scrape_interval_s)
         self.rules.write_text(yaml.safe_dump({"groups": [group]}, sort_keys=False))
@@ -396,10 +412,26 @@ def run_fleet(s: FleetSettings, topology: Topology, node_text: str, workdir: Pat
             result["raw"] = _raw_rounds(fleet, workdir / "raw.db")
         result["rule_group_last_duration_s"] = fleet.rule_group_seconds()
         result["rule_group_iterations_missed"] = fleet.missed_iterations()
+        result["rule_seconds"] = fleet.rule_seconds()
+        result["rule_seconds_by_kind"] = rule_cost_by_kind(result["rule_seconds"])
         result["prometheus_rss_bytes"] = sum(rss_bytes(p.pid) for p in fleet.proms)
         result["vm_rss_bytes"] = rss_bytes(fleet.vm.pid) if fleet.vm else 0.0
     result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     return _shares(result, s)
+
+
+def rule_cost_by_kind(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """The group's evaluation time by kind of rule: the per-(slice, pop, le) bucket-rate helpers,
+    the quantiles over them, and every other term; seconds and share of the group's sum."""
+    total = sum(float(r["seconds"]) for r in rows) or 1.0
+    kinds: dict[str, list[float]] = {"bucket_rates": [], "quantiles": [], "other": []}
+    for r in rows:
+        if str(r["record"]).startswith("slice_pop_le:"):
+            kind = "bucket_rates"
+        else:
+            kind = "quantiles" if str(r["term"]).startswith("quantile:") else "other"
+        kinds[kind].append(float(r["seconds"]))
+    return {k: {"rules": len(v), "seconds": round(sum(v), 6), "share": round(sum(v) / total, 4)} for k, v in kinds.items()}
 
 
 def _shares(r: dict[str, Any], s: FleetSettings | None = None) -> dict[str, Any]:

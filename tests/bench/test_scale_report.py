@@ -27,3 +27,18 @@ def test_the_committed_report_is_the_committed_result_rendered() -> None:
     for stem in ("scale", "fleet-run2"):
         result = json.loads((RESULTS / f"{stem}.json").read_text())
         assert (RESULTS / f"{stem}.md").read_text() == scale.markdown(result)
+
+
+def test_the_rule_groups_time_is_split_by_kind_of_rule() -> None:
+    from inferslice.bench.scale_fleet import rule_cost_by_kind
+
+    rows = [
+        {"record": "slice_pop_le:h_bucket:rate_w8s", "term": "", "seconds": 3.0},
+        {"record": "slice_pop:inferslice_snapshot:max_w8s", "term": "quantile:0.99:h", "seconds": 0.5},
+        {"record": "slice_pop:inferslice_snapshot:max_w8s", "term": "quantile:0.5:h", "seconds": 0.5},
+        {"record": "slice_pop:inferslice_snapshot:sum_w8s", "term": "rate:c", "seconds": 1.0},
+    ]
+    kinds = rule_cost_by_kind(rows)
+    assert kinds["bucket_rates"] == {"rules": 1, "seconds": 3.0, "share": 0.6}
+    assert kinds["quantiles"] == {"rules": 2, "seconds": 1.0, "share": 0.2}
+    assert kinds["other"] == {"rules": 1, "seconds": 1.0, "share": 0.2}
