@@ -181,8 +181,8 @@ def _edge_state(snap: SliceSnapshot, th: Thresholds) -> LinkState:
 def added_delay_s(snap: SliceSnapshot, th: Thresholds) -> float | None:
     """The WAN path's RTT above its reference (0 within noise), or None without both."""
     rtt, ref = snap.wan_rtt_s, snap.wan_base_rtt_s
-    if rtt is None or ref is None:
-        return None
+    if rtt is None or ref is None or not ref > 0:
+        return None  # a base RTT of 0 (or NaN) is no base: the whole RTT would read as added delay
     return rtt - ref if rtt > ref * (1.0 + th.wan_rtt_noise_ratio) else 0.0
 
 

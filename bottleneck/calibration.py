@@ -4,7 +4,7 @@ calibrate`` (bench/calibrate.py); edit the corpus or the fit, not this file.
 Provenance:
 isotonic fit (PAV, >= 30 windows a step) on the tune seeds 1000-1005 of
 bench/results/diagnosis/corpus17/tune: 475 uncapped verdicts of 1140 windows x sources (healthy
-407, network_limited 13, queue_limited 55); classifier sha256 4ced90ef45029a19; 2026-12-02
+407, network_limited 13, queue_limited 55); classifier sha256 06d034c0dcfdde04; 2026-12-02
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 PROVENANCE = (
     "isotonic fit (PAV, >= 30 windows a step) on the tune seeds 1000-1005 of "
     "bench/results/diagnosis/corpus17/tune: 475 uncapped verdicts of 1140 windows x sources (healthy "
-    "407, network_limited 13, queue_limited 55); classifier sha256 4ced90ef45029a19; 2026-12-02"
+    "407, network_limited 13, queue_limited 55); classifier sha256 06d034c0dcfdde04; 2026-12-02"
 )
 UNCALIBRATED = 0.5  # a regime the tune seeds never produced: no evidence it is right
 # regime -> ((margin upper bound, probability right), ...), ascending; the last bound is +inf.

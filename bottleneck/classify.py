@@ -13,7 +13,7 @@ network and compute (and an unexplained ``base``). The regimes follow from that 
   queue (replicas cure neither a cap nor a GPU share); ``secondary`` lists every other resource that
   explains at least ``secondary_share`` of a material excess;
 - a cause the window measures directly binds by itself: a WAN RTT step that adds at least
-  ``delay_material_s`` to every first token (6 s windows' TTFT histogram quantiles cannot resolve
+  ``delay_material_slo_fraction`` of the SLO to every first token (6 s windows' TTFT histogram quantiles cannot resolve
   it), and at a full link the P99 TTFT counts beside a median at its reference (first chunks wait
   in the link's buffer, the median's often do not);
 - healthy: nothing binds. An SLO at risk shows in ``slo`` and ``slo_signal``, never in the regime.
@@ -69,9 +69,21 @@ def _missing(*readings: Reading) -> tuple[str, ...]:
 
 
 def _idle(snap: SliceSnapshot) -> bool:
-    """No request served, running or waiting in the window (every one of the three known)."""
+    """No request served, running or waiting in the window (every one of the three known), and no
+    token delivered or TPOT observed where those are reported (tokens flowing are not idle)."""
     gauges = (snap.request_count, snap.requests_running, snap.requests_waiting)
-    return all(g is not None and g <= 0 for g in gauges)
+    flowing = (snap.tpot_request_count, snap.output_tokens_per_s)
+    return all(g is not None and g <= 0 for g in gauges) and not any(f is not None and not f <= 0 for f in flowing)
+
+
+def _delay_shown(attribution: Attribution, delay_ttft_s: float, th: Thresholds) -> list[str]:
+    """The TTFT statistics whose excess over the reference shows the measured delay (enough of it)."""
+    bar = th.delay_shown_fraction * delay_ttft_s
+    return [
+        s.stat
+        for s in attribution.shares
+        if s.stat.startswith("ttft") and s.reference_s is not None and ge(s.observed_s - s.reference_s, bar)
+    ]
 
 
 def _queue_building(snap: SliceSnapshot, th: Thresholds) -> bool:
@@ -294,8 +306,13 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     margin = 0.0
     rests_on: list[str] = []  # the statistics the verdict rests on (their request counts must bound them)
     binding = [r for r in ORDER if judge.binds(r)]
-    # A measured delay binds the network whatever the quantiles resolve (``delay_material_s``).
-    delay_binds = th.delay_material_s > 0 and ge(ph.delay_ttft_s, th.delay_material_s) and "network" not in binding
+    # A measured delay binds the network whatever the quantiles resolve (``delay_material_slo_fraction``),
+    # where the first tokens show it (``delay_shown_fraction`` of it in a TTFT statistic's excess).
+    delay_bar = th.delay_material_slo_fraction * signals.slo_ttft_s(snap, th)
+    material_delay = delay_bar > 0 and ge(ph.delay_ttft_s, delay_bar)
+    delay_shown = _delay_shown(attribution, ph.delay_ttft_s, th) if material_delay else []
+    delay_margin = math.log2(min(ph.delay_ttft_s / delay_bar, _RATIO_MAX)) if delay_shown else 0.0
+    delay_binds = bool(delay_shown) and "network" not in binding
     if delay_binds:
         binding.insert(0, "network")
     idle = not has_ttft and not has_tpot and _idle(snap)
@@ -325,10 +342,12 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
                 caps.append("no resource's share is material alone: the largest is named")
                 rests_on = [r[0] for r in judge.rows if r[4] and r[6]]
             elif delay_binds:
-                margin = math.log2(min(ph.delay_ttft_s / th.delay_material_s, _RATIO_MAX))
+                margin, rests_on = delay_margin, [st for st in delay_shown if st.endswith("p50")] or delay_shown
                 note = f"the path's RTT adds {ph.delay_ttft_s * 1e3:.0f} ms to every first token (measured, not inferred from TTFT)"
             else:
                 margin, rests_on = _binding_margin(judge, primary)
+                if primary == "network" and delay_margin > margin:  # the measured delay is the stronger evidence
+                    margin, rests_on = delay_margin, [st for st in delay_shown if st.endswith("p50")] or delay_shown
             caps.extend(_binding_caps(primary, ph, snap, th, judge, queue, compute, has_tpot))
         elif ph.link.binding is not True and _queue_building(snap, th):
             regime = Regime.QUEUE_LIMITED
@@ -341,6 +360,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             margin = max(0.0, math.log2(1.0 / closest)) if closest > 1.0 / _RATIO_MAX else math.log2(_RATIO_MAX)
             rests_on = [r[0] for r in judge.rows if r[6]]
             caps.extend(_healthy_caps(ph, has_ttft, has_tpot))
+            caps.extend(_healthy_tail_caps(judge, ph, snap, material_delay))
             if ph.link.binding:
                 note = "link at its cap but token delivery holds: utilisation alone is not a bottleneck"
     p99_breached = any(judge.breached.get(s.stat, False) for s in attribution.shares)
@@ -542,6 +562,20 @@ def _robust_ttft(snap: SliceSnapshot, th: Thresholds) -> bool:
     return (snap.ttft_p99_s is not None and snap.ttft_p99_s >= th.ttft_tail_inflation_ratio * slo) or (
         p50 is not None and p50 >= th.ttft_inflation_ratio * slo / th.ttft_tail_prior
     )
+
+
+def _healthy_tail_caps(judge: _Judge, ph: Physics, snap: SliceSnapshot, material_delay: bool) -> list[str]:
+    """A healthy verdict a full link (through the P99 TTFT, which counts at a full link) or a measured
+    delay (through the TTFT statistic that would show it) could overturn."""
+    caps: list[str] = []
+    if material_delay:
+        ms = ph.delay_ttft_s * 1e3
+        caps.append(f"a measured WAN delay of {ms:.0f} ms the window's TTFT does not show: another path's RTT, or a statistic missing")
+    if any(r[0] == "ttft_p99" and r[4] and not r[6] for r in judge.rows):
+        caps.append("P99 TTFT inflated beside a median at its reference: a full link the window does not show could bind it")
+    elif ph.link.binding and snap.ttft_p99_s is None:
+        caps.append("link at its cap without the P99 TTFT: its first chunks could bind it")
+    return caps
 
 
 def _healthy_caps(ph: Physics, has_ttft: bool, has_tpot: bool) -> list[str]:

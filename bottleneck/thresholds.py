@@ -39,11 +39,15 @@ class Thresholds:
     # kept-alive connection (the tier front's pool to its replicas keeps them); a fresh connection's
     # handshake would add another. What a delay explains of TTFT; the rest is a queue or unexplained.
     delay_rtts_per_first_token: float = 1.0
-    # A measured RTT step that adds this much to every first token binds the network by itself: a
-    # 6 s window's TTFT quantiles come from histogram buckets too coarse to resolve it (on the
-    # issue-17 corpus a +80-100 ms delay moved the P99 from one bucket bound to the next, or not at
-    # all), while the RTT gauge reads it directly. 50 ms: the corpus's materiality floor for TTFT.
-    delay_material_s: float = 0.05
+    # A measured RTT step that adds this share of the P99 TTFT SLO to every first token binds the
+    # network by itself: a 6 s window's TTFT quantiles come from histogram buckets too coarse to
+    # resolve it (on the issue-17 corpus a +80-100 ms delay moved the P99 from one bucket bound to
+    # the next, or not at all), while the RTT gauge reads it directly. 0.1: 50 ms of the brief's
+    # 500 ms SLO, the corpus's materiality floor for TTFT (a share, so the rule scales with the SLO).
+    delay_material_slo_fraction: float = 0.1
+    # ... and only where it shows: half of it in the P50 or P99 TTFT excess (the quantiles are coarse;
+    # a delay the first tokens do not show is a gauge on another path than the tier's requests).
+    delay_shown_fraction: float = 0.5
     wan_rtt_noise_ratio: float = 0.2  # an RTT within 20 % of its reference is jitter (the brief's tiers' spread), not a delay step
     tokens_drop_ratio: float = 0.8  # under the cap throughput fell 370 -> 220 tok/s (0.59x); 20 % dips are load noise
 

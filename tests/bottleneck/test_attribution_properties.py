@@ -14,7 +14,10 @@ from inferslice.bottleneck.classify import CONFIDENT
 from inferslice.diagnosis import RESOURCES, Regime
 from inferslice.snapshot import SNAPSHOT_FIELDS, SliceSnapshot, snapshot_from_dict
 
-LATENCIES = ("ttft_p50_s", "ttft_p99_s", "ttft_mean_s", "tpot_p50_s", "tpot_p99_s", "tpot_mean_s", "queue_time_p99_s")
+LATENCIES = (
+    *("ttft_p50_s", "ttft_p99_s", "ttft_mean_s", "tpot_p50_s", "tpot_p99_s", "tpot_mean_s", "queue_time_p99_s"),
+    *("wan_rtt_s", "wan_base_rtt_s"),  # the WAN path's RTT is a latency too: a measured delay scales with the rest
+)
 REFS = ("ref_ttft_p50_s", "ref_ttft_p99_s", "ref_ttft_mean_s", "ref_tpot_p50_s", "ref_tpot_p99_s", "ref_tpot_mean_s")
 SLOS = ("slo_ttft_p99_s", "slo_tpot_p99_s")
 
@@ -59,6 +62,13 @@ FIELD_STRATEGIES: dict[str, st.SearchStrategy[float | None]] = {
     "ref_tpot_p99_s": _opt(_pos(0.005, 0.2)),
     "ref_tpot_mean_s": _opt(_pos(0.005, 0.1)),
     "ref_output_tokens_per_s": _opt(_pos(10.0, 2000.0)),
+    # The request counts the sampling bounds read, the idle rule's gauges and the WAN path (v2's rules).
+    "request_count": _opt(st.integers(0, 600).map(float)),
+    "tpot_request_count": _opt(st.integers(0, 5000).map(float)),
+    "wan_rx_bps": _opt(_pos(1e4, 1e8)),
+    "wan_capacity_bps": _opt(_pos(1e5, 1e8)),
+    "wan_rtt_s": _opt(_pos(0.001, 0.5)),
+    "wan_base_rtt_s": _opt(_pos(0.001, 0.1)),
 }
 
 

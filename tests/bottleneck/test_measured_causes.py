@@ -13,6 +13,7 @@ healthy; and a removed RTT must never leave a confident verdict of another regim
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from inferslice.bottleneck import classify
@@ -45,12 +46,12 @@ def test_a_30_ms_delay_is_not_material() -> None:
 
 def test_without_the_rtt_the_delayed_window_is_never_a_confident_other_verdict() -> None:
     delayed = dict(ttft_p50_s=0.14, ttft_p99_s=0.19)
-    with_rtt = classify(light(wan_rtt_s=0.2, **delayed))
+    with_rtt = classify(light(wan_rtt_s=0.089, **delayed))
     assert with_rtt.regime is Regime.NETWORK_LIMITED
     without = classify(light(wan_rtt_s=None, **delayed))
     assert without.regime is not Regime.NETWORK_LIMITED
     assert without.confidence < CONFIDENT  # the base RTT says a path exists: its delay is unread
-    no_base = classify(light(wan_base_rtt_s=None, wan_rtt_s=0.2, **delayed))
+    no_base = classify(light(wan_base_rtt_s=None, wan_rtt_s=0.089, **delayed))
     assert no_base.regime is Regime.NETWORK_LIMITED or no_base.confidence < CONFIDENT
 
 
@@ -88,3 +89,38 @@ def test_a_tier_with_nothing_served_but_requests_in_flight_is_not_called_healthy
 def test_an_idle_window_without_one_of_its_gauges_stays_unknown() -> None:
     for gauge in ("request_count", "requests_running", "requests_waiting"):
         assert classify(light(**{**IDLE, gauge: None})).regime is Regime.UNKNOWN, gauge
+
+
+def test_a_delay_the_first_tokens_do_not_show_is_not_the_tiers() -> None:
+    # +200 ms on the path's RTT gauge, TTFT at its reference: the gauge is another path's (or the
+    # tier's requests do not cross it). Not a network verdict; a healthy one, but not a confident one.
+    d = classify(light(wan_rtt_s=0.21))
+    assert d.regime is Regime.HEALTHY and d.confidence < CONFIDENT
+
+
+def test_a_delay_shown_in_ttft_is_at_least_as_sure_as_one_the_quantiles_hide() -> None:
+    hidden = classify(light(wan_rtt_s=0.21, ttft_p50_s=0.18, ttft_p99_s=0.2, request_count=400.0))
+    shown = classify(light(wan_rtt_s=0.21, ttft_p50_s=0.26, ttft_p99_s=0.31, request_count=400.0))
+    assert hidden.regime is shown.regime is Regime.NETWORK_LIMITED
+    assert shown.confidence >= hidden.confidence
+
+
+def test_a_base_rtt_of_zero_is_no_base() -> None:
+    d = classify(light(wan_base_rtt_s=0.0, wan_rtt_s=0.2, ttft_p50_s=0.062))
+    assert d.network_cause is not NetworkCause.WAN_DELAY
+
+
+def test_tokens_flowing_are_not_idle() -> None:
+    d = classify(light(**{**IDLE, "output_tokens_per_s": 150.0}))
+    assert d.regime is Regime.UNKNOWN
+
+
+def test_a_full_links_tail_verdict_leaves_no_confident_healthy_behind() -> None:
+    # The review's counterexample: at a full edge cap the P99 TTFT (8x its reference, the median at
+    # it) binds the network; without the fields that show the link full, or the tail itself, the
+    # window must not read a confident healthy.
+    snap = light(slo_ttft_p99_s=2.0, ttft_p99_s=0.8, request_count=400.0, link_rx_bps=0.46 * MBPS, link_cap_bps=0.5 * MBPS)
+    assert classify(snap).regime is Regime.NETWORK_LIMITED
+    for name in ("ttft_p99_s", "link_rx_bps", "link_cap_bps", "requests_waiting"):
+        less = classify(dataclasses.replace(snap, **{name: None}))
+        assert less.regime is Regime.NETWORK_LIMITED or less.confidence < CONFIDENT, name
