@@ -571,10 +571,15 @@ def _healthy_tail_caps(judge: _Judge, ph: Physics, snap: SliceSnapshot, material
     if material_delay:
         ms = ph.delay_ttft_s * 1e3
         caps.append(f"a measured WAN delay of {ms:.0f} ms the window's TTFT does not show: another path's RTT, or a statistic missing")
-    if any(r[0] == "ttft_p99" and r[4] and not r[6] for r in judge.rows):
-        caps.append("P99 TTFT inflated beside a median at its reference: a full link the window does not show could bind it")
-    elif ph.link.binding and snap.ttft_p99_s is None:
-        caps.append("link at its cap without the P99 TTFT: its first chunks could bind it")
+    # Either tail counts at a full link (``_Judge._ratios``): a tail past its materiality beside a
+    # median at its reference is what a full link the window does not show would bind, and a full
+    # link without a tail is a window missing the statistic that would.
+    for stat, field in (("ttft_p99", "ttft_p99_s"), ("tpot_p99", "tpot_p99_s")):
+        name = "P99 " + stat[:4].upper()
+        if any(r[0] == stat and r[4] and not r[6] for r in judge.rows):
+            caps.append(f"{name} inflated beside a median at its reference: a full link the window does not show could bind it")
+        elif ph.link.binding and getattr(snap, field) is None:
+            caps.append(f"link at its cap without the {name}: the link could bind through it")
     return caps
 
 
