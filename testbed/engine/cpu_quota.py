@@ -26,6 +26,17 @@ PERIOD_US = 100_000  # the kernel's default CFS period
 MIN_QUOTA_US = 1_000  # the kernel refuses quotas under 1 ms
 V1_ROOT = Path("/sys/fs/cgroup/cpu")
 V2_ROOT = Path("/sys/fs/cgroup")
+
+
+def host_views() -> tuple[Path, ...]:
+    """Where else the host's /sys may be seen from. Inside ``ip netns exec`` /sys is a fresh sysfs (the
+    namespace's own), which hides the host's cgroup mounts; the parent that launched the engine host
+    (in the host's mount namespace) still shows them through its root, and so may PID 1 where it is
+    not protected (a container's init often is). The PIDs are the same: a network namespace is not
+    a PID namespace."""
+    return (Path(f"/proc/{os.getppid()}/root"), Path("/proc/1/root"))
+
+
 GROUP_PREFIX = "inferslice-"
 
 
@@ -42,17 +53,29 @@ class Controller:
         return self.root / f"{GROUP_PREFIX}{name}"
 
 
-def find_controller(v1_root: Path = V1_ROOT, v2_root: Path = V2_ROOT) -> Controller:
-    """The v1 cpu controller where mounted, else cgroup v2 with cpu in the root's controllers."""
-    if (v1_root / "cpu.cfs_quota_us").exists():
-        return Controller(1, v1_root)
-    try:
-        controllers = (v2_root / "cgroup.controllers").read_text().split()
-    except OSError:
-        controllers = []
-    if "cpu" in controllers:
-        return Controller(2, v2_root)
-    raise CgroupUnavailable(f"no cgroup CPU controller: neither {v1_root}/cpu.cfs_quota_us nor cpu in {v2_root}/cgroup.controllers")
+def find_controller(v1_root: Path = V1_ROOT, v2_root: Path = V2_ROOT, via: tuple[Path, ...] | None = None) -> Controller:
+    """The v1 cpu controller where mounted, else cgroup v2 with cpu in the root's controllers; each
+    looked for as this process sees /sys, then through each of ``via`` (default ``host_views()``)."""
+    views = host_views() if via is None else via
+    roots = [(v1_root, v2_root)]
+    roots += [(v / v1_root.relative_to(v1_root.anchor), v / v2_root.relative_to(v2_root.anchor)) for v in views]
+    for v1, _ in roots:
+        try:
+            if (v1 / "cpu.cfs_quota_us").exists():
+                return Controller(1, v1)
+        except OSError:
+            continue  # a root this process may not walk (PermissionError on a protected /proc/N/root)
+    for _, v2 in roots:
+        try:
+            controllers = (v2 / "cgroup.controllers").read_text().split()
+        except OSError:
+            continue
+        if "cpu" in controllers:
+            return Controller(2, v2)
+    raise CgroupUnavailable(
+        f"no cgroup CPU controller: neither {v1_root}/cpu.cfs_quota_us nor cpu in {v2_root}/cgroup.controllers"
+        + (f" (nor under {', '.join(map(str, views))})" if views else "")
+    )
 
 
 def process_tree(pid: int, proc: Path = Path("/proc")) -> list[int]:

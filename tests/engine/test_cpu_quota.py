@@ -28,11 +28,24 @@ def test_controller_discovery_on_fake_trees(tmp_path: Path) -> None:
     v1.mkdir()
     v2.mkdir()
     with pytest.raises(cpu_quota.CgroupUnavailable):
-        cpu_quota.find_controller(v1, v2)
+        cpu_quota.find_controller(v1, v2, via=())
     (v2 / "cgroup.controllers").write_text("memory pids cpu\n")
-    assert cpu_quota.find_controller(v1, v2).version == 2
+    assert cpu_quota.find_controller(v1, v2, via=()).version == 2
     (v1 / "cpu.cfs_quota_us").write_text("-1\n")
-    assert cpu_quota.find_controller(v1, v2).version == 1  # v1 first: the machines that have it
+    assert cpu_quota.find_controller(v1, v2, via=()).version == 1  # v1 first: the machines that have it
+
+
+def test_controller_found_through_pid_1s_root_when_sys_hides_it(tmp_path: Path) -> None:
+    # ``ip netns exec`` mounts the namespace's own sysfs on /sys: the cgroup mounts vanish from this
+    # process's view, and the host's are still under /proc/1/root (here: a fake root).
+    hidden_v1, hidden_v2 = Path("/no-such-sys/fs/cgroup/cpu"), Path("/no-such-sys/fs/cgroup")
+    host = tmp_path / "init-root"
+    (host / "no-such-sys" / "fs" / "cgroup" / "cpu").mkdir(parents=True)
+    (host / "no-such-sys" / "fs" / "cgroup" / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
+    ctl = cpu_quota.find_controller(hidden_v1, hidden_v2, via=(tmp_path / "protected", host))
+    assert ctl.version == 1 and ctl.root == host / "no-such-sys" / "fs" / "cgroup" / "cpu"
+    with pytest.raises(cpu_quota.CgroupUnavailable, match="nor under"):
+        cpu_quota.find_controller(hidden_v1, hidden_v2, via=(tmp_path / "empty",))
 
 
 def test_v2_writes_cpu_max(tmp_path: Path) -> None:
@@ -86,3 +99,20 @@ def test_the_kernel_holds_a_busy_process_tree_to_its_quota() -> None:
         os.killpg(proc.pid, 9)
         proc.wait()
     assert not ctl.group(name).exists()
+
+
+@pytest.mark.root
+@pytest.mark.skipif(_writable_controller() is None, reason="needs root and a cgroup CPU controller")
+def test_an_engine_host_inside_a_network_namespace_finds_the_controller() -> None:
+    # Where the engine hosts run: `ip netns exec` hides /sys/fs/cgroup behind the namespace's sysfs.
+    # The test's own namespace, removed whatever happens.
+    ns = f"t-cgq-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        code = "from inferslice.testbed.engine import cpu_quota as q; c = q.find_controller(); print(c.version, c.root)"
+        out = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        version, root = out.stdout.split()
+        assert version in ("1", "2") and root.startswith("/")
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False)
