@@ -529,7 +529,10 @@ def generate(seeds: Sequence[int], out: Path, state_dir: Path, topology_path: st
     code = code_hash()
     meta_path = out / "generate.json"
     meta: dict[str, Any] = json.loads(meta_path.read_text()) if meta_path.exists() else {"seeds": {}}
-    meta.update({"settings": asdict(settings), "draw_version": draws.DRAW_VERSION, "topology": topology_path or "default"})
+    recorded = asdict(settings)
+    if recorded.get("vllm_venv"):
+        recorded["vllm_venv"] = Path(recorded["vllm_venv"]).name  # its name, not this machine's path to it
+    meta.update({"settings": recorded, "draw_version": draws.DRAW_VERSION, "topology": topology_path or "default"})
     if settings.real_tier is not None:
         meta["real_engine"] = {"tier": settings.real_tier, "engine": "vllm (CPU build, tiny random-weight Llama)"}
     t_all = time.time()

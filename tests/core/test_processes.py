@@ -32,7 +32,8 @@ def test_the_testbed_launcher_resolves_too(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.chdir(tmp_path)
     procs.spawn("probe", ["/bin/sh", "-c", 'echo "$0" > seen.txt', Path("rel/x")], Path("state"))
     deadline = time.monotonic() + 10
-    while not Path("seen.txt").exists() and time.monotonic() < deadline:
+    # The shell creates the file before echo writes into it: wait for its line, not its existence.
+    while not (Path("seen.txt").exists() and Path("seen.txt").read_text().endswith("\n")) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert Path("seen.txt").read_text().strip() == str(tmp_path / "rel" / "x")
     assert (tmp_path / "state" / "pids" / "probe.pid").exists()
