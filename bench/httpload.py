@@ -34,7 +34,8 @@ class Outcome:
     statuses: dict[str, dict[str, int]] = field(default_factory=dict)  # "201", "500", or an error's name
     achieved_per_s: float = 0.0
     # Seconds from the scheduled send to the request's bytes being written: the client's own lag
-    # (its event loop behind schedule, or every connection busy). A stall here is not the server's.
+    # (its event loop behind schedule, every connection busy, or a connection still opening). A stall
+    # here is not the server's.
     send_lags: list[float] = field(default_factory=list)
 
     def add(self, route: str, latency_s: float, status: str) -> None:

@@ -13,9 +13,9 @@ network and compute (and an unexplained ``base``). The regimes follow from that 
   queue (replicas cure neither a cap nor a GPU share); ``secondary`` lists every other resource that
   explains at least ``secondary_share`` of a material excess;
 - a cause the window measures directly binds by itself: a WAN RTT step that adds at least
-  ``delay_material_slo_fraction`` of the SLO to every first token (6 s windows' TTFT histogram quantiles cannot resolve
-  it), and at a full link the P99 TTFT counts beside a median at its reference (first chunks wait
-  in the link's buffer, the median's often do not);
+  ``delay_material_slo_fraction`` of the SLO to every first token (6 s windows' TTFT histogram
+  quantiles cannot resolve it), and at a full link the P99 TTFT counts beside a median at its
+  reference (first chunks wait in the link's buffer, the median's often do not);
 - healthy: nothing binds. An SLO at risk shows in ``slo`` and ``slo_signal``, never in the regime.
   A tier with nothing served, running or waiting in the window is healthy (idle), not unknown.
   A standing queue at the replica ceiling is the one binding signature read from gauges alone (a
@@ -312,6 +312,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     material_delay = delay_bar > 0 and ge(ph.delay_ttft_s, delay_bar)
     delay_shown = _delay_shown(attribution, ph.delay_ttft_s, th) if material_delay else []
     delay_margin = math.log2(min(ph.delay_ttft_s / delay_bar, _RATIO_MAX)) if delay_shown else 0.0
+    delay_rests = [st for st in delay_shown if st.endswith("p50")] or delay_shown  # a median needs fewer requests
     delay_binds = bool(delay_shown) and "network" not in binding
     if delay_binds:
         binding.insert(0, "network")
@@ -342,12 +343,12 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
                 caps.append("no resource's share is material alone: the largest is named")
                 rests_on = [r[0] for r in judge.rows if r[4] and r[6]]
             elif delay_binds:
-                margin, rests_on = delay_margin, [st for st in delay_shown if st.endswith("p50")] or delay_shown
+                margin, rests_on = delay_margin, delay_rests
                 note = f"the path's RTT adds {ph.delay_ttft_s * 1e3:.0f} ms to every first token (measured, not inferred from TTFT)"
             else:
                 margin, rests_on = _binding_margin(judge, primary)
                 if primary == "network" and delay_margin > margin:  # the measured delay is the stronger evidence
-                    margin, rests_on = delay_margin, [st for st in delay_shown if st.endswith("p50")] or delay_shown
+                    margin, rests_on = delay_margin, delay_rests
             caps.extend(_binding_caps(primary, ph, snap, th, judge, queue, compute, has_tpot))
         elif ph.link.binding is not True and _queue_building(snap, th):
             regime = Regime.QUEUE_LIMITED

@@ -26,6 +26,7 @@ PERIOD_US = 100_000  # the kernel's default CFS period
 MIN_QUOTA_US = 1_000  # the kernel refuses quotas under 1 ms
 V1_ROOT = Path("/sys/fs/cgroup/cpu")
 V2_ROOT = Path("/sys/fs/cgroup")
+GROUP_PREFIX = "inferslice-"
 
 
 def host_views() -> tuple[Path, ...]:
@@ -35,9 +36,6 @@ def host_views() -> tuple[Path, ...]:
     not protected (a container's init often is). The PIDs are the same: a network namespace is not
     a PID namespace."""
     return (Path(f"/proc/{os.getppid()}/root"), Path("/proc/1/root"))
-
-
-GROUP_PREFIX = "inferslice-"
 
 
 class CgroupUnavailable(PermanentError):
