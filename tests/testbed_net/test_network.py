@@ -138,7 +138,10 @@ def test_overlay_and_management_reach_replicas(testbed: tuple[Registry, NetPlan,
     k = next(i for i, slot in enumerate(top.tier("premium").placement) if slot.startswith("dublin/"))
     rtts = icmp_rtts(plan.client_netns, addr.replica("premium", k).host, count=6, interval_s=0.01)
     assert len(rtts) >= 5
-    assert abs(statistics.median(rtts) - (plan.edge_rtt_s + top.rtt_s("bristol", "dublin"))) < RTT_TOLERANCE_S
+    # The smallest RTT is the path's delay: the userspace delay line and the scheduler only ever add to
+    # it (a loaded 2-core machine put the median 3.4 ms over with the minimum 0.4 ms over); a delay
+    # line adding too little, or too much on every packet, still fails.
+    assert abs(min(rtts) - (plan.edge_rtt_s + top.rtt_s("bristol", "dublin"))) < RTT_TOLERANCE_S
     # the root namespace reaches node addresses over the management veth and the underlay
     assert icmp_rtts(None, plan.node_ips["london"], count=3, interval_s=0.01)
 
@@ -166,7 +169,10 @@ def test_receive_cap_binds(testbed: tuple[Registry, NetPlan, Path], cap_bps: flo
         before = edge_counters(state_dir)["free"].receive_bytes
         t0 = time.monotonic()
         tr = _receive_rate(plan, "free", port, 3.0)
-        kernel_bps = (edge_counters(state_dir)["free"].receive_bytes - before) * 8 / (time.monotonic() - t0)
+        # The clock stops when the transfer has ended (no byte flows after it), before the counter
+        # read: that read runs `tc`, which on a loaded machine took long enough to dilute the rate by 11 %.
+        elapsed_s = time.monotonic() - t0
+        kernel_bps = (edge_counters(state_dir)["free"].receive_bytes - before) * 8 / elapsed_s
     finally:
         set_cap("free", None, "receive", state_dir)
     goodput = tr.rate_bps(0.5, 3.0)
