@@ -154,8 +154,11 @@ def decide(
     actions: list[Action] = list(rollbacks)
     wish: ReplicaWish | None = None
     at_ceiling = holding = False
+    # A rollback that scales in retires replicas the actuator chooses (the testbed the last, Ray Serve
+    # its own pick): a move decided beside it could name one of them. It waits for the next window.
+    shrinks = any(a.kind is ActionKind.SET_REPLICAS and float(a.value) < ss.replicas_target for a in rollbacks)
     for cause in binding:  # the attribution's order: the remedy that must come first, first
-        decided = frozenset(a.kind for a in actions)
+        decided = frozenset(a.kind for a in actions) | ({ActionKind.RELOCATE} if shrinks else frozenset())
         r = cause.regime
         proposal = (
             queue_remedy(step)
