@@ -58,13 +58,26 @@ def _toward_bristol(plan: NetPlan, w: WanLink, seconds: float, port: int) -> flo
     return tr.rate_bps(1.0, seconds)
 
 
+def _capacity_toward_bristol(plan: NetPlan, w: WanLink, seconds: float, port: int, expected_bps: float) -> float:
+    """The link's capacity as TCP sees it: the best of up to three transfers. The WAN's rate is a
+    userspace delay line, so a CPU-busy neighbour (the other xdist worker on a 2-core CI machine)
+    can only lower one transfer's goodput (8.5 of 9.65 Mbit/s was seen), never raise it above the
+    shaper's rate; a capacity is a maximum, so a short transfer is measured again."""
+    best = 0.0
+    for attempt in range(3):
+        best = max(best, _toward_bristol(plan, w, seconds, port + 100 * attempt))
+        if best / GOODPUT_PER_PACKET >= expected_bps * (1 - RATE_TOLERANCE):
+            break
+    return best
+
+
 def test_the_topology_rate_binds(testbed: tuple[Registry, NetPlan, Path]) -> None:
     reg, plan, _ = testbed
     w = plan.wan_link("bristol-london")
     assert w.rate_bps == pytest.approx(27.9e6)  # the default topology declares the link's physical rate
     caps = {lk.name: lk.capacity_bps for lk in reg.links if lk.kind == "wan"}
     assert caps["wan-bristol-london"] == caps["wan-london-bristol"] == pytest.approx(27.9e6)
-    goodput = _toward_bristol(plan, w, 3.0, 15300)
+    goodput = _capacity_toward_bristol(plan, w, 3.0, 15300, 27.9e6)
     assert goodput / GOODPUT_PER_PACKET == pytest.approx(27.9e6, rel=RATE_TOLERANCE)
 
 
@@ -77,7 +90,7 @@ def test_a_lowered_rate_binds_and_is_reported(testbed: tuple[Registry, NetPlan, 
         reg = read_registry(state_dir)
         assert {lk.name: lk.capacity_bps for lk in reg.links if lk.kind == "wan" and "london" in lk.name and "bristol" in lk.name} == {
             "wan-bristol-london": 4e6, "wan-london-bristol": 4e6}  # fmt: skip
-        goodput = _toward_bristol(plan, w, 3.5, 15301)
+        goodput = _capacity_toward_bristol(plan, w, 3.5, 15301, 4e6)
         # the exporter reads the live capacity from the registry, with the link's counters
         source = KernelLinkSource(RegistryMaps(state_dir))
         try:
@@ -103,7 +116,7 @@ def test_udp_cross_traffic_leaves_the_rest_of_the_link(testbed: tuple[Registry, 
     w = plan.wan_link("bristol-london")
     set_wan_rate("bristol-london", 10e6, state_dir)
     try:
-        alone = _toward_bristol(plan, w, 3.0, 15302)
+        alone = _capacity_toward_bristol(plan, w, 3.0, 15302, 10e6)
         flow = start_cross_traffic("bristol-london", 7e6, state_dir=state_dir)
         assert (flow.sender, flow.receiver) == ("london", "bristol")  # default: toward the gateway's end
         before = _london_to_bristol(state_dir)
