@@ -405,7 +405,7 @@ class ServingSim:
             requests_running=float(running),
             replicas=float(len(ready)),
             replicas_max=float(len(ts.placement)),
-            gpu_share=min(1.0, sum(shares) / len(shares)),
+            gpu_share=min(1.0, min(shares)),  # the lowest replica's, as the collectors report it (fields.py: min)
             kv_cache_usage=min(1.0, running / max(1, len(ready) * ts.max_ongoing)) * 0.9,
         )
         if self.probed:

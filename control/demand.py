@@ -11,6 +11,14 @@ different kind), and never above ``demand_inflation_max`` x what the link carrie
 (c) the offered load: arrivals x tokens per request x bits per token (an open-loop load keeps
     arriving at the rate it wants, whatever the cap).
 
+(a) and (b) measure against what the engine would deliver with the link free. A replica on a reduced
+GPU share decodes 1/share slower whatever the link (a co-tenant's time slice), so its reference TPOT
+is the reference / share and its reference throughput the reference x share: without this the GPU's
+slowdown read as demand the cap hides (the model's ``overlap``: TPOT 2.6x the reference on a 0.35
+share, 1.2 Mbit/s carried on a 1.5 Mbit/s cap, estimated 3.1 Mbit/s and raised to 4.0: futile).
+The snapshot's share is the lowest replica's (``collectors/fields.py``), the one whose streams last
+longest and so fill the median.
+
 Bits per token and tokens per request are learned (EWMA) only from windows in which the link does
 not bind: under a binding cap the engine's token counter runs ahead of what the link delivers (the
 testbed's squeeze read ~1,760 bit/token against ~2,450 uncapped), so the window's own ratio
@@ -55,12 +63,15 @@ def demand_bps(ss: SliceState, p: TierPolicy, st: ControlState, arrivals_rps: fl
     if carried is None:
         return None
     k = 1.0
+    share = snap.gpu_share if snap.gpu_share is not None and 0.0 < snap.gpu_share < 1.0 else 1.0
     tpot = snap.tpot_p50_s if snap.tpot_p50_s is not None else snap.tpot_mean_s
     ref_tpot = snap.ref_tpot_p50_s if snap.ref_tpot_p50_s is not None else snap.ref_tpot_mean_s
+    if ref_tpot:
+        ref_tpot = ref_tpot / share
     if tpot and ref_tpot:
         k = max(k, tpot / ref_tpot)
     if snap.output_tokens_per_s and snap.ref_output_tokens_per_s:
-        k = max(k, snap.ref_output_tokens_per_s / snap.output_tokens_per_s)
+        k = max(k, snap.ref_output_tokens_per_s * share / snap.output_tokens_per_s)
     demand = carried * k
     bits_per_token = st.bits_per_token
     if bits_per_token is None and snap.output_tokens_per_s and snap.link_rx_bps:

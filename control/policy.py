@@ -156,7 +156,9 @@ def decide(
     at_ceiling = holding = False
     # A rollback that scales in retires replicas the actuator chooses (the testbed the last, Ray Serve
     # its own pick): a move decided beside it could name one of them. It waits for the next window.
-    shrinks = any(a.kind is ActionKind.SET_REPLICAS and float(a.value) < ss.replicas_target for a in rollbacks)
+    shrinks = any(
+        a.kind is ActionKind.SET_REPLICAS and isinstance(a.value, int | float) and a.value < ss.replicas_target for a in rollbacks
+    )
     for cause in binding:  # the attribution's order: the remedy that must come first, first
         decided = frozenset(a.kind for a in actions) | ({ActionKind.RELOCATE} if shrinks else frozenset())
         r = cause.regime

@@ -129,3 +129,14 @@ def test_the_ray_policy_without_ray_is_a_clear_error_before_any_run(monkeypatch:
     with pytest.raises(InputError) as err:
         control.run(args)
     assert "inferslice[ray]" in str(err.value) and ran == []
+
+
+def test_the_models_window_reports_the_lowest_replicas_gpu_share_as_the_collectors_do() -> None:
+    # Standard on bristol/gpu0 (full) and london/gpu1 twice (0.35): the collectors' gpu_share is the
+    # min over replicas (collectors/fields.py), so the model's window reads 0.35, not the mean 0.57
+    top = load_topology(None)
+    sim = ServingSim(top, lambda tier, t: 0.5, lambda slot, t: 0.35 if slot.startswith("london") else 1.0, seed=1, cold_start_s=8.0)
+    sim.set_replicas("standard", 3, instant=True)
+    for _ in range(8):
+        sim.step(0.25)
+    assert sim.window("standard", 2.0).gpu_share == pytest.approx(0.35)

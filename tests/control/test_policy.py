@@ -12,7 +12,7 @@ from inferslice.control.guardrails import GuardState, guard
 from inferslice.control.policy import decide
 from inferslice.control.state import Check, ControlState, control_state_from_dict, mark_applied
 from inferslice.control.view import cluster_view
-from inferslice.diagnosis import Regime
+from inferslice.diagnosis import Regime, SloState
 from inferslice.snapshot import SliceSnapshot
 
 from .helpers import POLICIES, diag, observations, state_of
@@ -76,6 +76,45 @@ def test_pinned_link_hides_demand_so_the_cap_steps_by_the_probe_factor_in_one_go
     ss = state_of("standard", {"standard": 1}, _squeezed(0.46e6, tokens_per_s=50.0), caps={"standard": 0.5e6})
     [a], _ = decide(diag("standard", N), ss, POLICIES["standard"], 50.0, ControlState())
     assert a.value == pytest.approx(0.46e6 * 370 / 50 * 1.3, rel=1e-6)
+
+
+def _contended(rx_bps: float, gpu_share: float) -> SliceSnapshot:
+    # Standard at 1.5 Mbit/s, P50 TPOT 72 ms against a 28 ms reference (the model's ``overlap``, seed 2)
+    return SliceSnapshot("standard", link_rx_bps=rx_bps, link_cap_bps=1.5e6, tpot_p50_s=0.072, ref_tpot_p50_s=0.028, gpu_share=gpu_share)
+
+
+def test_a_gpu_share_slowdown_is_not_demand_the_cap_hides() -> None:
+    # On a 0.35 share the engine decodes at 28 / 0.35 = 80 ms a token with the link free: 72 ms is no
+    # stretch, so demand is what the link carries (1.2 Mbit/s, 80 % of the cap): nothing to raise.
+    ss = state_of("standard", {"standard": 1}, _contended(1.2e6, 0.35), caps={"standard": 1.5e6})
+    actions, st = decide(diag("standard", N), ss, POLICIES["standard"], 50.0, ControlState())
+    assert actions == []
+    assert [e.kind for e in st.events] == ["held"] and "fits under it" in st.events[0].message
+    # at the full share the same TPOT is the link's stretch: 1.2 x 72/28 = 3.09 Mbit/s x 1.3
+    ss = state_of("standard", {"standard": 1}, _contended(1.2e6, 1.0), caps={"standard": 1.5e6})
+    [a], _ = decide(diag("standard", N), ss, POLICIES["standard"], 50.0, ControlState())
+    assert a.kind is ActionKind.SET_CAP and a.value == pytest.approx(1.2e6 * 0.072 / 0.028 * 1.3, rel=1e-6)
+
+
+def test_no_probe_while_the_link_has_headroom_and_demand_fits_under_the_cap() -> None:
+    # 1.0 of 1.5 Mbit/s (67 %), no stretch to read: before, "an estimate no larger than the cap"
+    # probed x3 to 4.5 Mbit/s on a network verdict; a link with headroom hides nothing
+    snap = SliceSnapshot("standard", link_rx_bps=1.0e6, link_cap_bps=1.5e6)
+    ss = state_of("standard", {"standard": 1}, snap, caps={"standard": 1.5e6})
+    actions, _ = decide(diag("standard", N), ss, POLICIES["standard"], 50.0, ControlState())
+    assert actions == []
+
+
+@pytest.mark.parametrize(("slo", "raised"), [(SloState.MET, None), (SloState.AT_RISK, 4_500_000), (SloState.BREACHED, 4_500_000)])
+def test_a_pinned_link_is_probed_only_when_the_slo_is_not_met(slo: SloState, raised: int | None) -> None:
+    # 1.45 of 1.5 Mbit/s pins the link (97 %): probe x3 = 4.5 Mbit/s, unless the tier meets its SLO
+    snap = SliceSnapshot("standard", link_rx_bps=1.45e6, link_cap_bps=1.5e6)
+    ss = state_of("standard", {"standard": 1}, snap, caps={"standard": 1.5e6})
+    d = replace(diag("standard", N), slo=slo)
+    actions, st = decide(d, ss, POLICIES["standard"], 50.0, ControlState())
+    assert [a.value for a in actions] == ([] if raised is None else [raised])
+    if raised is None:
+        assert "SLO is met" in next(e.message for e in st.events if e.kind == "held")
 
 
 def test_demand_uses_bits_per_token_learned_while_the_link_was_free() -> None:
