@@ -41,12 +41,10 @@ def network_remedy(step: Step, decided: frozenset[ActionKind]) -> Proposal:
         and cap < p.bandwidth_budget_bps
     ):
         pinned = link_pinned(ss, s.link_pinned_ratio)
-        if step.diagnosis is not None and step.diagnosis.slo is SloState.MET:
-            ev = held_event(step, N, f"the link carries {_share(ss, cap)} of its cap but the SLO is met: no raise")
-            out.events += [ev] if ev is not None else []
-            return out
-        if not pinned and demand <= cap * 1.05:
-            ev = held_event(step, N, f"the link carries {_share(ss, cap)} of its cap and demand fits under it: no raise")
+        slo_met = step.diagnosis is not None and step.diagnosis.slo is SloState.MET
+        why = "but the SLO is met" if slo_met else "and demand fits under it" if not pinned and demand <= cap * 1.05 else None
+        if why is not None:
+            ev = held_event(step, N, f"the link carries {_share(ss, cap)} of its cap {why}: no raise")
             out.events += [ev] if ev is not None else []
             return out
         # A pinned link hides the demand: probe.
