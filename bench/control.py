@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from inferslice.bench.control_backend import ActionLog, ModelBackend
+from inferslice.bench.control_counterfactual import Start, counterfactual_cell, counterfactual_futility
 from inferslice.bench.control_peers import ABLATIONS, PEERS, POLICIES, REFERENCE
 from inferslice.bench.control_policies import PAPER_COLD_START_S, InferSlice
 from inferslice.bench.control_scenarios import HIDDEN_CAUSE_SCENARIOS, Scenario, Serving, causes, futile, scenarios, undisturbed
@@ -50,6 +51,9 @@ class BenchSettings:
     seeds: tuple[int, ...] = (1, 2, 3)  # three arrival sequences per cell: a single Poisson draw misleads
     scenarios: tuple[str, ...] = tuple(scenarios())
     policies: tuple[str, ...] = tuple(POLICIES)
+    # each remedy of these judged again by replaying the run without it (control_counterfactual.py):
+    # inferslice and the peers it is compared with (~1 replay per remedy: the ablations would double it)
+    counterfactual_policies: tuple[str, ...] = ("inferslice", *PEERS)
 
 
 def _reference(top: Topology, settings: BenchSettings) -> dict[str, Reference]:
@@ -82,6 +86,7 @@ def run_one(
     log = ActionLog()
     policy = POLICIES[policy_name](f)
     policy.setup(ModelBackend(sim), top, log)
+    start = Start({n: ts.target for n, ts in sim.tiers.items()}, {n: ts.cap_bps for n, ts in sim.tiers.items()}, log.replica_of)
     caps = sorted(scenario.caps)
     steps_per_window = round(settings.window_s / settings.dt_s)
     series: dict[str, list[tuple[float, float | None, int, str]]] = {t.name: [] for t in top.tiers}  # (t, ttft_p99, replicas, regime)
@@ -112,7 +117,11 @@ def run_one(
     per_tier = _model_tiers(top, sim, settings)
     for name, rs in replica_seconds.items():
         per_tier[name]["replica_seconds"] = rs
-    return score(top, scenario, policy_name, policy, log, series, sum(replica_seconds.values()), violations, settings, per_tier, truth)
+    cell = score(top, scenario, policy_name, policy, log, series, sum(replica_seconds.values()), violations, settings, per_tier, truth)
+    if policy_name in settings.counterfactual_policies:
+        verdicts = counterfactual_futility(top, scenario, seed, settings, start, log.entries, reference=sim)
+        cell.update(counterfactual_cell(verdicts, seed))
+    return cell
 
 
 def _model_serving(sim: ServingSim) -> Serving:
@@ -273,6 +282,13 @@ def _mean_cells(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "guarantee_violations",
     ):
         out[k] = sum(r[k] for r in runs) / len(runs)
+    if all("counterfactual_futile_actions" in r for r in runs):
+        out["counterfactual_futile_actions"] = sum(r["counterfactual_futile_actions"] for r in runs) / len(runs)
+        out["counterfactual_remedies_judged"] = sum(r["counterfactual_remedies_judged"] for r in runs) / len(runs)
+        out["counterfactual_futile_by_kind"] = {
+            k: sum(r["counterfactual_futile_by_kind"][k] for r in runs) / len(runs) for k in first["counterfactual_futile_by_kind"]
+        }
+        out["counterfactual_futile"] = [v for r in runs for v in r["counterfactual_futile"]]
     ttr = [r["time_to_recover_s"] for r in runs]
     out["time_to_recover_s"] = None if any(x is None for x in ttr) else sum(ttr) / len(ttr)
     out["unrecovered_seeds"] = sum(1 for x in ttr if x is None)
@@ -299,6 +315,7 @@ def run_control_bench(out: Path, topology: Topology, settings: BenchSettings, pr
             progress(
                 f"{sc_name:<18} {pol:<18} goodput {sum(v['goodput_rps'] for v in c['tiers'].values()):5.2f} req/s"
                 f"  replica-s {c['replica_seconds']:7.0f}  futile {c['futile_actions']:.1f}"
+                + (f" (by replay {c['counterfactual_futile_actions']:.1f})" if "counterfactual_futile_actions" in c else "")
             )
     ceilings: dict[str, Any] = {}
     for sc_name in settings.scenarios:
@@ -373,6 +390,9 @@ def ratios(cells: Mapping[str, Mapping[str, Any]], ceilings: Mapping[str, Mappin
             "goal_met": g is not None and r is not None and g >= g_goal - 1e-9 and r <= r_goal + 1e-9 and me["futile_actions"] == 0,
             "inferslice_futile_actions": me["futile_actions"],
             "best_peer_futile_actions": best["futile_actions"],
+            # the same count by removing each remedy from the run (control_counterfactual.py), beside the truth rule's
+            "inferslice_counterfactual_futile_actions": me.get("counterfactual_futile_actions"),
+            "best_peer_counterfactual_futile_actions": best.get("counterfactual_futile_actions"),
         }
         if ceilings and sc in ceilings:  # what a perfect remedy could reach: static at the ceiling with nothing injected
             row["undisturbed_goodput_ratio_vs_best_peer"] = _ratio(sum(v["goodput_rps"] for v in ceilings[sc].values()), _total(best))

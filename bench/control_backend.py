@@ -37,8 +37,13 @@ class ActionLog:
     entries: list[tuple[float, str, str, float | str | None, float | str | None]] = field(
         default_factory=list
     )  # (t, tier, kind, value, previous)
+    replica_of: dict[int, str] = field(default_factory=dict)  # entry index -> the replica a relocation moved
 
-    def add(self, t: float, tier: str, kind: str, value: float | str | None, previous: float | str | None) -> None:
+    def add(
+        self, t: float, tier: str, kind: str, value: float | str | None, previous: float | str | None, replica: str | None = None
+    ) -> None:
+        if replica is not None:
+            self.replica_of[len(self.entries)] = replica
         self.entries.append((t, tier, kind, value, previous))
 
 
@@ -152,7 +157,7 @@ class SimActuator:
             self.log.add(now, action.slice, "cap_change", float(action.value), ts.cap_bps)
             self.sim.set_cap(action.slice, float(action.value))
         elif action.kind is ActionKind.RELOCATE and isinstance(action.value, str) and action.replica:
-            self.log.add(now, action.slice, "relocation", action.value, action.previous)
+            self.log.add(now, action.slice, "relocation", action.value, action.previous, replica=action.replica)
             self.sim.relocate(action.slice, action.replica, action.value)
         self.applied.add(action.id)
         return ApplyResult(action.id, ApplyStatus.APPLIED)
