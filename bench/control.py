@@ -428,7 +428,7 @@ def add_arguments(p: Any) -> None:
         choices=("model", "testbed"),
         default="model",
         help=(
-            "model: bench/control_sim.py, ~2 min of CPU for the full matrix (default); "
+            "model: bench/control_sim.py, ~6 min of CPU for the full matrix with the replays (default); "
             "testbed: netns testbed, root, ~80 s a run (one seed: the first of --seeds)"
         ),
     )
