@@ -131,10 +131,11 @@ def test_removing_an_action_changes_the_replay_and_keeping_all_reproduces_it() -
     assert len(c.done) < len(a.done)  # one replica finishes fewer requests in the same 90 s
 
 
-@pytest.mark.parametrize(("scenario", "policy"), [("overlap", "inferslice"), ("gpu-share-drop", "ray_noc_mover")])
+@pytest.mark.parametrize(("scenario", "policy"), [("overlap", "inferslice"), ("gpu-share-drop", "keda_noc_mover")])
 def test_the_replay_of_a_closed_loop_run_reproduces_it_request_by_request(scenario: str, policy: str) -> None:
     # run_one checks it (a RuntimeError otherwise): every action that reached the model was logged,
-    # relocations and cap changes included.
+    # relocations and cap changes included (keda_noc_mover: a composite that moves replicas and needs
+    # no Ray, which `make test` runs without).
     settings = replace(BenchSettings(), counterfactual_policies=(policy,))
     cell = run_one(TOP, scenarios()[scenario], policy, 1, settings, _reference(TOP, settings))
     assert cell["counterfactual_remedies_judged"] >= 1
