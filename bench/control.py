@@ -32,7 +32,17 @@ from inferslice.bench.control_backend import ActionLog, ModelBackend
 from inferslice.bench.control_counterfactual import Start, counterfactual_cell, counterfactual_futility
 from inferslice.bench.control_peers import ABLATIONS, PEERS, POLICIES, REFERENCE
 from inferslice.bench.control_policies import PAPER_COLD_START_S, InferSlice
-from inferslice.bench.control_scenarios import HIDDEN_CAUSE_SCENARIOS, Scenario, Serving, causes, futile, scenarios, undisturbed
+from inferslice.bench.control_scenarios import (
+    HIDDEN_CAUSE_SCENARIOS,
+    Scenario,
+    Serving,
+    causes,
+    futile,
+    model_of,
+    scenarios,
+    step_model,
+    undisturbed,
+)
 from inferslice.bench.control_sim import ServingSim
 from inferslice.bottleneck import classify
 from inferslice.control.guardrails import edge_held_bps, reservations
@@ -82,7 +92,7 @@ def run_one(
     top: Topology, scenario: Scenario, policy_name: str, seed: int, settings: BenchSettings, refs: Mapping[str, Reference]
 ) -> dict[str, Any]:
     f = top.timing.cold_start_s / PAPER_COLD_START_S
-    sim = ServingSim(top, scenario.arrivals, scenario.share_of, seed=seed, cold_start_s=top.timing.cold_start_s, wan_of=scenario.wan_of)
+    sim = model_of(top, scenario, seed)
     log = ActionLog()
     policy = POLICIES[policy_name](f)
     policy.setup(ModelBackend(sim), top, log)
@@ -96,10 +106,7 @@ def run_one(
     res = reservations(tier_policies(top))
     step = 0
     while sim.t < settings.duration_s - 1e-9:
-        while caps and caps[0][0] <= sim.t:
-            _, tier, cap = caps.pop(0)
-            sim.set_cap(tier, cap)
-        sim.step(settings.dt_s)
+        step_model(sim, caps, settings.dt_s)
         step += 1
         for name, ts in sim.tiers.items():
             replica_seconds[name] += settings.dt_s * len(ts.replicas)

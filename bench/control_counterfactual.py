@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from inferslice.bench.control_scenarios import Scenario, is_remedy
+from inferslice.bench.control_scenarios import Scenario, is_remedy, model_of, step_model
 from inferslice.bench.control_sim import Request, ServingSim
 from inferslice.topology import Topology
 
@@ -108,7 +108,7 @@ def replay(
     """The run again, open loop: the policy's starting state, the scenario's own cap events, then
     after every step the logged actions due by then (in log order); with ``drop``, the run without
     that remedy (``without``). Returns the finished model."""
-    sim = ServingSim(top, sc.arrivals, sc.share_of, seed=seed, cold_start_s=top.timing.cold_start_s, wan_of=sc.wan_of)
+    sim = model_of(top, sc, seed)
     for tier, n in start.replicas.items():
         sim.set_replicas(tier, n, instant=True)
     for tier, cap in start.caps_bps.items():
@@ -117,10 +117,7 @@ def replay(
     pending = list(enumerate(entries)) if drop is None else without(entries, drop)[0]
     k = 0
     while sim.t < settings.duration_s - 1e-9:
-        while caps and caps[0][0] <= sim.t:
-            _, tier, cap = caps.pop(0)
-            sim.set_cap(tier, cap)
-        sim.step(settings.dt_s)
+        step_model(sim, caps, settings.dt_s)
         while k < len(pending) and pending[k][1][0] <= sim.t + 1e-9:
             _apply(sim, pending[k][1], start.replica_of.get(pending[k][0]))
             k += 1
@@ -195,7 +192,7 @@ def span_of(top: Topology, settings: BenchSettings, entries: Sequence[Entry], i:
 
 
 def _fingerprint(sim: ServingSim) -> list[tuple[str, float, float | None]]:
-    return sorted((r.tier, r.arrival_s, r.first_token_s) for ts in sim.tiers for r in _requests(sim, ts))
+    return sorted((r.tier, r.arrival_s, r.first_token_s) for tier in sim.tiers for r in _requests(sim, tier))
 
 
 def counterfactual_futility(

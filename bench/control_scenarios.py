@@ -40,6 +40,7 @@ from inferslice.bench.control_sim import (
     BITS_PER_TOKEN,
     NO_WAN_IMPAIRMENT,
     TOKENS_MEAN,
+    ServingSim,
     WanState,
     replica_capacity_rps,
     wan_key,
@@ -229,6 +230,19 @@ class Serving:
 
     ready: Mapping[str, Sequence[str]]
     caps_bps: Mapping[str, float | None]
+
+
+def model_of(top: Topology, sc: Scenario, seed: int) -> ServingSim:
+    """The model serving this scenario's arrivals, GPU shares and WAN impairments (its cap events: ``step_model``)."""
+    return ServingSim(top, sc.arrivals, sc.share_of, seed=seed, cold_start_s=top.timing.cold_start_s, wan_of=sc.wan_of)
+
+
+def step_model(sim: ServingSim, caps: list[tuple[float, str, float | None]], dt_s: float) -> None:
+    """One model step, after the scenario's cap events due by now (``caps``: sorted by time, consumed)."""
+    while caps and caps[0][0] <= sim.t:
+        _, tier, cap = caps.pop(0)
+        sim.set_cap(tier, cap)
+    sim.step(dt_s)
 
 
 def path_of(top: Topology, pop: str) -> str | None:
