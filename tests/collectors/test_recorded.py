@@ -46,7 +46,8 @@ def test_a_recorded_round_gives_the_raw_rounds_fields(tmp_path: Path) -> None:
             recorded = PrometheusSource(SLICES, PrometheusSettings(base_url=url, recorded=True))
             try:
                 family = rec.family_name("sum", WINDOW_S)
-                after, tries, mismatches = start + 5 + WINDOW_S + 1, 0, ["never compared"]
+                after, tries = start + 5 + WINDOW_S + 1, 0
+                mismatches: list[object] = ["never compared"]
                 deadline = time.time() + 40
                 # A scrape in flight when the group evaluates lands a sample stamped before the
                 # evaluation that the group did not see but the raw query at that instant does: the
