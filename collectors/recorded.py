@@ -38,6 +38,7 @@ link); a scale factor or a ``< below`` filter is applied when the round assemble
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -266,3 +267,33 @@ def combine(samples: Iterable[tuple[Combine, str, str, float]]) -> dict[str, dic
         else:
             per[term] = min(old, value)
     return out
+
+
+# One sample of a recorded family as Prometheus (and VictoriaMetrics) write it: labels sorted by name,
+# so ``term`` directly follows ``slice`` (no other family label sorts between or after them), then the
+# value as a string ("1.5", "NaN", "+Inf").
+_SAMPLE = re.compile(r'"slice":"([^"]*)","' + TERM_LABEL + r'":"([^"]*)"\},"value":\[[^,\]]*,"([^"]*)"\]')
+_SUCCESS_VECTOR = re.compile(r'^\{"status":"success",(?:"isPartial":false,)?"data":\{"resultType":"vector","result":\[')
+
+
+def scan_vector(body: bytes) -> list[tuple[str, str, float]] | None:
+    """(slice, term, value) of every sample of a recorded family's instant-query answer, read from
+    the text, or ``None`` where the answer is not plainly a successful vector in the expected
+    layout (the caller then decodes it in full). Samples without a slice (the ``slice=""`` rows a
+    rule over series without one leaves) are skipped, as the full decode skips them. Every sample
+    that has a slice label must be matched, else ``None``: a layout this does not know is never
+    read as fewer samples. Any JSON escape in the answer also means ``None`` (the scan does not
+    unescape)."""
+    try:
+        text = body.decode()
+    except UnicodeDecodeError:
+        return None
+    if "\\" in text or _SUCCESS_VECTOR.match(text) is None:
+        return None
+    found = _SAMPLE.findall(text)
+    if len(found) != text.count('"slice":"'):
+        return None
+    try:
+        return [(sl, term, float(v)) for sl, term, v in found if sl and term]
+    except ValueError:
+        return None

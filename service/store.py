@@ -28,6 +28,7 @@ from typing import Any
 
 from inferslice.actions import Action
 from inferslice.bottleneck import EpisodeEvent, EpisodeState, EventKind, state_from_dict
+from inferslice.common import fastjson
 from inferslice.diagnosis import Diagnosis
 from inferslice.errors import InferSliceError, SourceUnavailable
 from inferslice.snapshot import Reference, SliceSnapshot, snapshot_from_dict
@@ -65,7 +66,7 @@ CREATE INDEX IF NOT EXISTS actions_slice_ts ON actions (slice, ts);
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return fastjson.dumps(value)  # compact and key-sorted; two rows a slice a round: on the loop's hot path
 
 
 class Store:

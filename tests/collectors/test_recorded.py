@@ -61,6 +61,13 @@ def test_a_recorded_round_gives_the_raw_rounds_fields(tmp_path: Path) -> None:
                 assert not mismatches, mismatches
                 assert recorded._queries == 3 * tries  # one per family, whatever the slice count
                 assert recorded.health()["recorded_series"] > 0
+                # The round read Prometheus's own answers with the scan, not the full decode's fallback.
+                real = httpx.get(f"{url}/api/v1/query", params={"query": family, "time": f"{at:.3f}"}).content
+                scanned = rec.scan_vector(real)
+                assert scanned, real[:200]
+                decoded = [(m["metric"]["slice"], m["metric"]["term"]) for m in httpx.Response(200, content=real).json()["data"]["result"]
+                           if m["metric"].get("slice")]  # fmt: skip
+                assert [(s, t) for s, t, _ in scanned] == decoded
             finally:
                 raw.close()
                 recorded.close()
@@ -169,3 +176,66 @@ def test_a_malformed_recorded_answer_is_a_parse_error() -> None:
     with pytest.raises(ParseError):
         source.snapshots(1_700_000_000.0, 8.0)
     assert source.health()["ok"] is False
+
+
+def _answer(items: list[dict[str, object]], compact: bool = True, partial: bool = False) -> bytes:
+    import json as _json
+
+    body: dict[str, object] = {"status": "success"}
+    if partial:
+        body["isPartial"] = False  # VictoriaMetrics's field
+    body["data"] = {"resultType": "vector", "result": items}
+    return _json.dumps(body, separators=(",", ":") if compact else None).encode()
+
+
+def _item(value: str, **labels: str) -> dict[str, object]:
+    return {"metric": {"__name__": "slice_pop:inferslice_snapshot:sum_w8s", **dict(sorted(labels.items()))}, "value": [1700000000.5, value]}
+
+
+def test_the_scan_reads_a_prometheus_answer_sample_by_sample() -> None:
+    items = [
+        _item("1.5", pop="a", slice="free", term="rate:x"),
+        _item("NaN", pop="a", slice="free", term="quantile:0.99:y"),
+        _item("+Inf", pop="b", slice="premium", term="rate:x{link=client-edge}"),
+        _item("7", pop="b", term="rate:x"),  # a row of series without a slice: skipped
+    ]
+    for partial in (False, True):
+        got = rec.scan_vector(_answer(items, partial=partial))
+        assert got is not None
+        assert [(s, t) for s, t, _ in got] == [("free", "rate:x"), ("free", "quantile:0.99:y"), ("premium", "rate:x{link=client-edge}")]
+        assert got[0][2] == 1.5 and math.isnan(got[1][2]) and got[2][2] == math.inf
+    assert rec.scan_vector(_answer([])) == []
+
+
+def test_the_scan_declines_what_it_does_not_know_rather_than_read_fewer_samples() -> None:
+    import json as _json
+
+    plain = [_item("1.5", pop="a", slice="free", term="rate:x")]
+    assert rec.scan_vector(_answer(plain)) is not None
+    reordered = [{"metric": {"term": "rate:x", "slice": "free"}, "value": [1.0, "1.5"]}]
+    escaped = [_item("1.5", pop="a", slice='fr"ee', term="rate:x")]
+    no_term = [_item("1.5", pop="a", slice="free"), *plain]
+    error = _json.dumps({"status": "error", "errorType": "bad_data", "error": "x"}).encode()
+    matrix = _answer(plain).replace(b'"vector"', b'"matrix"')
+    for body in (_answer(reordered), _answer(escaped), _answer(no_term), _answer(plain, compact=False), error, matrix, b"\xff"):
+        assert rec.scan_vector(body) is None, body[:80]
+
+
+def test_a_round_reads_the_same_whether_the_answer_is_scanned_or_decoded() -> None:
+    items = {
+        "sum": [_item("3.0", pop="a", slice="free", term="rate:inferslice_engine_generation_tokens_total")],
+        "max": [_item("0.25", pop="a", slice="free", term="quantile:0.99:inferslice_engine_time_to_first_token_seconds")],
+        "min": [],
+    }
+
+    def source(compact: bool) -> PrometheusSource:
+        def answer(request: httpx.Request) -> httpx.Response:
+            fam = next(f for f in rec.FAMILIES if request.url.params["query"].startswith(rec.family_name(f, 8.0)))
+            return httpx.Response(200, content=_answer(items[fam], compact=compact))
+
+        return PrometheusSource(SLICES, PrometheusSettings(recorded=True), transport=httpx.MockTransport(answer))
+
+    scanned, decoded = (s.snapshots(1_700_000_000.0, 8.0) for s in (source(True), source(False)))
+    assert [s.to_dict() for s in scanned] == [s.to_dict() for s in decoded]
+    free = next(s for s in scanned if s.slice == "free")
+    assert free.ttft_p99_s == 0.25 and free.output_tokens_per_s == 3.0
