@@ -180,6 +180,9 @@ def embedded(topology: Topology, node_text: str, pops: int, workdir: Path, measu
     return out
 
 
+PARTS = ("fleet", "embedded", "curve", "floor")
+
+
 def measure(
     pops: int = 100,
     tiers: int = 10,
@@ -203,6 +206,10 @@ def measure(
             settings = FleetSettings(pops=pops, tiers=tiers, replicas=replicas, shards=0, scrape_interval_s=INTERVAL_S, rounds=measured,
                                      raw_rounds=3, pin=True)  # fmt: skip
             result["fleet"] = run_fleet(settings, topology, node_text, work / "fleet")
+        if "floor" in parts:
+            settings = FleetSettings(pops=pops, tiers=tiers, replicas=replicas, shards=0, scrape_interval_s=INTERVAL_S, rounds=measured,
+                                     pin=True, quantile_terms=False)  # fmt: skip
+            result["fleet_floor"] = run_fleet(settings, topology, node_text, work / "floor")
         if "embedded" in parts:
             result["embedded"] = {str(n): embedded(topology, node_text, n, work, measured) for n in (max(1, pops // 10), pops)}
         if "curve" in parts:
@@ -247,6 +254,14 @@ def markdown(r: dict[str, Any]) -> str:
     f = r.get("fleet")
     if f is not None:
         lines += ["", *_fleet_lines(f)]
+    floor = r.get("fleet_floor")
+    if floor is not None:
+        c = floor["cpu_share"]
+        lines += ["", f"**The same fleet without the quantile terms** (the snapshot group less its bucket-rate helpers and the "
+                      f"quantiles over them: {floor['rules']} rules): Prometheus query work **{_pct(c['prometheus_query_work'])}** "
+                      f"of a core (scrapes only {_pct(c['prometheus_scrape_only'])}), group evaluation "
+                      f"{floor['rule_group_last_duration_s'] * 1e3:,.0f} ms, {floor['rule_group_iterations_missed']:.0f} evaluations "
+                      f"missed, loop {_pct(c['loop'])}: what every other term costs."]  # fmt: skip
     emb = r.get("embedded")
     if emb:
         lines += ["", "Embedded source (the loop scrapes and evaluates the exporters itself; 2 s interval, loop pinned to one core):", "",
@@ -391,13 +406,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--shards", type=int, default=4, help="Prometheus shards and diagnosis groups of the curve (default 4)")
     p.add_argument("--fleet-interval-s", type=float, default=10.0, help="scrape/rule/diagnosis interval of the curve (default 10 s)")
-    p.add_argument("--parts", default="fleet,embedded,curve", help="comma-separated subset of fleet, embedded, curve")
+    p.add_argument(
+        "--parts",
+        default="fleet,embedded,curve",
+        help="comma-separated subset of fleet, embedded, curve, floor (the 2 s fleet without its quantile terms; not by default)",
+    )
     p.add_argument("--out", default=None, metavar="DIR", help="write scale.json, scale.md and cost-curve.png there")
     p.add_argument("--json", metavar="FILE", default=None, help="also write the raw result as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
     parts = tuple(x.strip() for x in args.parts.split(",") if x.strip())
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown or not parts:
+        given = ", ".join(unknown) or "(none given)"
+        print(f"inferslice bench scale: --parts: unknown {given}; choose from {', '.join(PARTS)}", file=sys.stderr)
+        return 2
     result = measure(args.pops, args.tiers, args.replicas, args.rounds, args.sizes, args.shards, args.fleet_interval_s, parts)
     text = markdown(result)
     print(text, end="")

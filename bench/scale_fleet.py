@@ -82,6 +82,9 @@ class FleetSettings:
     scrape_only_intervals: int = 4
     raw_rounds: int = 0  # single Prometheus only: rounds of the raw source for comparison
     pin: bool = False  # the measured process on core 0, everything else on core 1 (the 2-core layout)
+    # False: the snapshot group without its quantile terms and their bucket-rate helpers (the ``floor``
+    # part: what every other term costs Prometheus; the round's quantile fields then come back empty)
+    quantile_terms: bool = True
 
     @property
     def window_s(self) -> float:
@@ -265,6 +268,8 @@ class _Fleet:
 
     def load_rules(self) -> int:
         group = recorded.snapshot_rule_group(self.s.window_s, self.s.scrape_interval_s)
+        if not self.s.quantile_terms:
+            group["rules"] = [r for r in group["rules"] if not _is_quantile_rule(r)]
         self.rules.write_text(yaml.safe_dump({"groups": [group]}, sort_keys=False))
         for prom in self.proms:
             httpx.post(f"{prom.url}/-/reload", timeout=30).raise_for_status()
@@ -284,6 +289,12 @@ class _Fleet:
                     return got
             time.sleep(1.0)
         return got
+
+
+def _is_quantile_rule(rule: dict[str, Any]) -> bool:
+    """A bucket-rate helper or a quantile term over one (the rules ``quantile_terms=False`` leaves out)."""
+    term = str((rule.get("labels") or {}).get(recorded.TERM_LABEL, ""))
+    return str(rule.get("record", "")).startswith("slice_pop_le:") or term.startswith("quantile:")
 
 
 def _median(rows: list[dict[str, float]], key: str) -> float:
