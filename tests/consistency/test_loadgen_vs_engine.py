@@ -7,12 +7,10 @@ with the engine's counters, and its percentiles with the engine's model (TPOT ~ 
 
 from __future__ import annotations
 
-import random
-import socket
-
 import aiohttp
 
 from inferslice.common.exposition import parse_exposition
+from inferslice.common.ports import free_base_port
 from inferslice.testbed.addressing import AddressPlan
 from inferslice.testbed.engine.host import EngineHost
 from inferslice.testbed.loadgen.runner import LoadConfig, run_load
@@ -21,19 +19,7 @@ from inferslice.topology import load_topology
 
 
 def _free_base() -> int:
-    rng = random.Random()
-    for _ in range(50):
-        base = rng.randrange(20000, 60000, 10)
-        ok = True
-        for port in (base + 200, base + 201, base + 202, base + 100):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    ok = False
-        if ok:
-            return base
-    raise RuntimeError("no free ports")
+    return free_base_port([100, 200, 201, 202])
 
 
 def _metric(text: str, name: str) -> float:

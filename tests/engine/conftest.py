@@ -2,34 +2,18 @@
 
 from __future__ import annotations
 
-import random
-import socket
 from typing import Any
 
 import pytest
 
+from inferslice.common.ports import free_base_port
 from inferslice.topology import Topology, load_topology, topology_from_dict
-
-
-def _free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 @pytest.fixture
 def base_port() -> int:
     """A loopback base port whose plan ports (fronts, replicas, host admins) are all free."""
-    rng = random.Random()
-    for _ in range(50):
-        base = rng.randrange(20000, 60000, 10)
-        ports = [base + i for i in range(3)] + [base + 100 + i for i in range(60)] + [base + 200 + i for i in range(3)]
-        if all(_free(p) for p in ports):
-            return base
-    raise RuntimeError("no free port range")
+    return free_base_port([*range(3), *range(100, 160), *range(200, 203)])
 
 
 def fast_topology(**tier_overrides: Any) -> Topology:
