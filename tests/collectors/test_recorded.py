@@ -239,3 +239,35 @@ def test_a_round_reads_the_same_whether_the_answer_is_scanned_or_decoded() -> No
     assert [s.to_dict() for s in scanned] == [s.to_dict() for s in decoded]
     free = next(s for s in scanned if s.slice == "free")
     assert free.ttft_p99_s == 0.25 and free.output_tokens_per_s == 3.0
+
+
+def test_the_scan_reads_a_real_victoria_metrics_answer(tmp_path: Path) -> None:
+    """The sharded fleet's rounds read VictoriaMetrics: its answers must take the scan too (else each
+    round pays the full decode), and read the same samples. Series imported with their labels out
+    of order and one without a slice."""
+    import shutil
+
+    from inferslice.common.prometheus import VictoriaMetrics
+
+    if shutil.which("victoria-metrics") is None:
+        pytest.skip("no victoria-metrics binary (Debian package 'victoria-metrics')")
+    name = rec.family_name("sum", 8.0)
+    now_ms = int(time.time() * 1000)
+    lines = [f'{name}{{term="rate:x{{link=client-edge}}",slice="t{i}",pop="p{i % 3}"}} {i * 1.5} {now_ms}' for i in range(5)]
+    lines.append(f'{name}{{term="rate:x",pop="p0"}} 7 {now_ms}')
+    vm = VictoriaMetrics(tmp_path / "vm")
+    vm.start(timeout_s=30)
+    try:
+        httpx.post(f"{vm.url}/api/v1/import/prometheus", content="\n".join(lines) + "\n", timeout=10).raise_for_status()
+        deadline = time.time() + 20
+        while True:
+            got = httpx.get(f"{vm.url}/api/v1/query", params={"query": name, "time": f"{now_ms / 1000:.3f}"}, timeout=10)
+            if len(got.json()["data"]["result"]) == 6:
+                break
+            assert time.time() < deadline, got.text[:300]
+            time.sleep(0.5)
+    finally:
+        vm.stop()
+    scanned = rec.scan_vector(got.content)
+    assert scanned is not None, got.content[:300]
+    assert sorted(scanned) == sorted((f"t{i}", "rate:x{link=client-edge}", i * 1.5) for i in range(5))
