@@ -25,6 +25,7 @@ PoP), three 0.5-GPU replicas each.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -202,14 +203,13 @@ def measure(
     result["exporter"] = exporter
     with tempfile.TemporaryDirectory(prefix="isx-scale-") as tmp:
         work = Path(tmp)
+        fleet_2s = FleetSettings(pops=pops, tiers=tiers, replicas=replicas, shards=0, scrape_interval_s=INTERVAL_S, rounds=measured,
+                                 raw_rounds=3, pin=True)  # fmt: skip
         if "fleet" in parts:
-            settings = FleetSettings(pops=pops, tiers=tiers, replicas=replicas, shards=0, scrape_interval_s=INTERVAL_S, rounds=measured,
-                                     raw_rounds=3, pin=True)  # fmt: skip
-            result["fleet"] = run_fleet(settings, topology, node_text, work / "fleet")
-        if "floor" in parts:
-            settings = FleetSettings(pops=pops, tiers=tiers, replicas=replicas, shards=0, scrape_interval_s=INTERVAL_S, rounds=measured,
-                                     pin=True, quantile_terms=False)  # fmt: skip
-            result["fleet_floor"] = run_fleet(settings, topology, node_text, work / "floor")
+            result["fleet"] = run_fleet(fleet_2s, topology, node_text, work / "fleet")
+        if "floor" in parts:  # the same fleet, its snapshot group without the quantile terms
+            floor = dataclasses.replace(fleet_2s, raw_rounds=0, quantile_terms=False)
+            result["fleet_floor"] = run_fleet(floor, topology, node_text, work / "floor")
         if "embedded" in parts:
             result["embedded"] = {str(n): embedded(topology, node_text, n, work, measured) for n in (max(1, pops // 10), pops)}
         if "curve" in parts:
