@@ -185,14 +185,21 @@ def test_receive_cap_binds(testbed: tuple[Registry, NetPlan, Path], cap_bps: flo
     _, plan, state_dir = testbed
     set_cap("free", cap_bps, "receive", state_dir)
     try:
-        before = edge_counters(state_dir)["free"].receive_bytes
-        tr = _receive_rate(plan, "free", port, 3.0)
-        # The transfer's own clock, from the connected stream to its last sample: no byte flows before
-        # it or after it. A wall clock around the call also counted the sockets' setup in the
-        # namespaces (0.6 s under CI's load: 1.67 Mbit/s read for a 2 Mbit/s cap) and, around the
-        # counter read, `tc` itself (11 % once).
-        elapsed_s = tr.samples[-1][0]
-        kernel_bps = (edge_counters(state_dir)["free"].receive_bytes - before) * 8 / elapsed_s
+        # The kernel's counter read twice inside the transfer, each stamped at the middle of its read
+        # (`tc` takes a while under load). A clock around the whole call counted the sockets' setup in
+        # the namespaces (1.67 Mbit/s read for a 2 Mbit/s cap under CI's load), and one over the
+        # transfer's own span the bytes still in flight after it (2.20).
+        marks: list[tuple[float, int]] = []
+
+        def mark() -> None:
+            t = time.monotonic()
+            read = edge_counters(state_dir)["free"].receive_bytes
+            marks.append(((t + time.monotonic()) / 2, read))
+
+        tr = _receive_rate(plan, "free", port, 3.0, at=((0.5, mark), (2.9, mark)))
+        assert len(marks) == 2
+        (t0, b0), (t1, b1) = marks
+        kernel_bps = (b1 - b0) * 8 / (t1 - t0)
     finally:
         set_cap("free", None, "receive", state_dir)
     goodput = tr.rate_bps(0.5, 3.0)
