@@ -44,7 +44,14 @@ async def test_poisson_rate_is_respected_over_a_seeded_run(sse_server: tuple[str
     # Seeded: the schedule is known exactly; the sender must track it (not drift, not bunch up).
     schedule = arrival_offsets(Workload(seed=5).arrival_rng, rate, 1.0, 120)
     sent = arrivals - arrivals[0]
-    assert np.abs(sent - (schedule - schedule[0])).max() < 0.1
+    error = np.abs(sent - (schedule - schedule[0]))
+    # Judged on the bulk, not the single worst arrival: a loaded machine can stall the event loop
+    # for a moment (0.13 s once under CI's parallel tests) and the sender catches up after it. A
+    # sender that drifts (errors growing with the index) fails the median and the last quarter; one
+    # that bunches requests up fails the median.
+    assert float(np.median(error)) < 0.02
+    assert float(np.percentile(error, 90)) < 0.1
+    assert float(np.median(error[-30:])) < 0.05
     assert result.summary["request_rate"] == rate
     assert result.summary["completed"] == 120
 
