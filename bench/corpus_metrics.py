@@ -213,6 +213,16 @@ def network_causes(pairs: Iterable[tuple[Truth, Verdict]]) -> dict[str, Any]:
     return out
 
 
+# A number standing alone (a count, a margin), not one inside a word: P99 and 2x stay as they are.
+_VALUE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
+
+
+def _reason(cap: str) -> str:
+    """A cap's reason with its window's values taken out, so that windows tally together: the text
+    up to its colon, each standalone number as N (\"P99 TTFT from 3 requests\" -> \"P99 TTFT from N requests\")."""
+    return _VALUE.sub("N", cap.split(":")[0])
+
+
 def cap_reasons(pairs: Iterable[tuple[Truth, Verdict]]) -> dict[str, Any]:
     """Per class: how many windows were capped below the bar, by reason (text up to its colon), and
     the request counts the windows' quantiles rested on (min / median): why a class is not confident."""
@@ -223,7 +233,7 @@ def cap_reasons(pairs: Iterable[tuple[Truth, Verdict]]) -> dict[str, Any]:
         windows[t.primary] += 1
         if v.requests is not None:
             counts[t.primary].append(v.requests)
-        for c in dict.fromkeys(re.sub(r"\d+", "N", c.split(":")[0]) for c in v.caps):
+        for c in dict.fromkeys(_reason(c) for c in v.caps):
             tally[t.primary][c] += 1
     out: dict[str, Any] = {}
     for cls in sorted(windows):

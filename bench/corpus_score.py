@@ -247,7 +247,9 @@ def markdown(result: Mapping[str, Any]) -> str:
         for cls, c in ours["caps"].items():
             if c["capped_by"]:
                 why = ", ".join(f"{r} ({n})" for r, n in list(c["capped_by"].items())[:4])
-                lines.append(f"Held below the bar, {cls} ({c['windows']} windows, median {c['requests_median']} requests): {why}")
+                median = c["requests_median"]
+                said = f", median {median:.3g} requests" if median is not None else ""
+                lines.append(f"Held below the bar, {cls} ({c['windows']} windows{said}): {why}")
         if ours["network_causes"]:
             causes = ours["network_causes"].items()
             named = ", ".join(f"{k} -> {v['expected']} {_pct(v['accuracy'])} % of {v['windows']}" for k, v in causes)

@@ -186,6 +186,15 @@ def test_cap_reasons_say_why_a_class_is_not_confident() -> None:
     assert out["requests_min"] == 3.0 and out["requests_median"] == 4.0
 
 
+def test_cap_reasons_keep_the_quantile_and_ratio_names() -> None:
+    # Only standalone values become N: a reason names P99 and 2x, and those are what a reader needs.
+    q = T("queue", ("queue",))
+    caps = ("P99 TTFT from 7 requests: ...", "the verdict sits within 2x of the threshold that decides it (margin 0.87 < 1)")
+    out = cm.cap_reasons([(q, cm.Verdict("queue", ("queue",), caps=caps, requests=7.0))])["queue"]
+    margin = "the verdict sits within 2x of the threshold that decides it (margin N < N)"
+    assert out["capped_by"] == {"P99 TTFT from N requests": 1, margin: 1}
+
+
 def test_the_blind_score_refuses_code_that_is_not_the_frozen_one(tmp_path: Path) -> None:
     import argparse
 
