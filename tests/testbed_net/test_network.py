@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 import threading
 import time
@@ -30,13 +29,12 @@ from inferslice.testbed.net.plan import NetPlan
 from inferslice.testbed.net.probe import Transfer, icmp_rtts, tcp_transfer
 from inferslice.topology import Topology, load_topology
 
-from .conftest import PREFIX, needs_root
+from .conftest import PREFIX, RTT_TOLERANCE_S, needs_root, path_rtt
 from .conftest import testbed_lock as hold_testbed_lock
 
 pytestmark = [needs_root, pytest.mark.root]
 
 STANDIN = str(Path(__file__).with_name("standin.py"))
-RTT_TOLERANCE_S = 1.5e-3
 CAP_TOLERANCE = 0.10
 # TCP goodput carries 1448 payload bytes per 1514-byte frame that HTB meters.
 GOODPUT_PER_FRAME = 1448 / 1514
@@ -88,39 +86,17 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Registry
             down(state_dir, prefix=PREFIX)
 
 
-def _path_rtt(netns: str | None, host: str, want_s: float, tries: int = 3) -> float:
-    """The path's round trip: the smallest of up to ``tries`` x 15 echoes, stopping once it is
-    within tolerance; no echo may come back faster than the line's delay.
-
-    Load on a shared 2-core machine only ever adds to a round trip (the userspace delay line and
-    the scheduler delay echoes, never hasten them): under CI's parallel tests even the lowest of
-    three medians sat 2 ms over a correct 18 ms line. The smallest echo is the line's own delay, as
-    ``test_a_moved_replica_is_reached_over_the_wan`` reads it; a line that is too long fails at
-    every echo, one that is too short at the first echo under its delay.
-    """
-    best = math.inf
-    for _ in range(tries):
-        rtts = icmp_rtts(netns, host, count=15, interval_s=0.01)
-        assert len(rtts) >= 13, f"{host}: lost echoes"
-        fastest = min(rtts)
-        assert fastest > want_s - RTT_TOLERANCE_S, f"{host}: an echo in {fastest * 1e3:.2f} ms, under the line's {want_s * 1e3:g} ms"
-        best = min(best, fastest)
-        if abs(best - want_s) < RTT_TOLERANCE_S:
-            break
-    return best
-
-
 def test_delay_line_rtt_per_link(testbed: tuple[Registry, NetPlan, Path]) -> None:
     _, plan, _ = testbed
     for w in plan.wan:
-        rtt = _path_rtt(w.ns_a, plan.node_ips[w.b], w.rtt_s)
+        rtt = path_rtt(w.ns_a, plan.node_ips[w.b], w.rtt_s)
         assert abs(rtt - w.rtt_s) < RTT_TOLERANCE_S, f"{w.name}: fastest echo {rtt * 1e3:.2f} ms for {w.rtt_s * 1e3:g} ms"
 
 
 def test_client_edge_has_the_access_rtt(testbed: tuple[Registry, NetPlan, Path]) -> None:
     _, plan, _ = testbed
     assert plan.edge_rtt_s > 0.005  # the default topology gives the edge a real access round trip
-    rtt = _path_rtt(plan.client_netns, plan.edge_gateway_ip, plan.edge_rtt_s)
+    rtt = path_rtt(plan.client_netns, plan.edge_gateway_ip, plan.edge_rtt_s)
     assert abs(rtt - plan.edge_rtt_s) < RTT_TOLERANCE_S, f"fastest echo {rtt * 1e3:.2f} ms for {plan.edge_rtt_s * 1e3:g} ms"
 
 
@@ -157,9 +133,9 @@ def test_overlay_and_management_reach_replicas(testbed: tuple[Registry, NetPlan,
     # a premium replica slot at dublin: client -> the edge -> gateway -> VXLAN over the 18 ms bristol-dublin link
     k = next(i for i, slot in enumerate(top.tier("premium").placement) if slot.startswith("dublin/"))
     want_s = plan.edge_rtt_s + top.rtt_s("bristol", "dublin")
-    # The fastest echo is the path's delay (see `_path_rtt`: six echoes once all sat 2.4 ms over
+    # The fastest echo is the path's delay (see `path_rtt`: six echoes once all sat 2.4 ms over
     # under CI's load); a delay line adding too little, or too much on every packet, still fails.
-    rtt = _path_rtt(plan.client_netns, addr.replica("premium", k).host, want_s)
+    rtt = path_rtt(plan.client_netns, addr.replica("premium", k).host, want_s)
     assert abs(rtt - want_s) < RTT_TOLERANCE_S, f"fastest echo {rtt * 1e3:.2f} ms for {want_s * 1e3:g} ms"
     # the root namespace reaches node addresses over the management veth and the underlay
     assert icmp_rtts(None, plan.node_ips["london"], count=3, interval_s=0.01)
