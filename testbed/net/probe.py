@@ -67,6 +67,9 @@ def icmp_rtts(netns: str | None, dst: str, count: int = 10, interval_s: float = 
     return rtts
 
 
+_ACTION_JOIN_S = 10.0  # an action still running this long after the transfer is stuck: return without it
+
+
 @dataclass(frozen=True)
 class Transfer:
     """Bytes the receiver counted, sampled over time: ``samples`` holds (t_s, total_bytes)."""
@@ -100,7 +103,9 @@ def tcp_transfer(
     """Bulk TCP from ``sender_ip`` (bound in ``sender_netns``) to a client in ``receiver_netns``.
 
     The client connects and the server sends, so the data flows the way a response stream does.
-    ``at`` holds (seconds, action) pairs run during the transfer, e.g. a live cap change.
+    ``at`` holds (seconds, action) pairs run during the transfer, e.g. a live cap change: each on
+    its own thread from its time on, so a slow one (``tc`` under load) never stalls the receiver
+    (and through its window the sender); the transfer waits for them before it returns.
     ``receiver_ip`` binds the client's end (e.g. to a tier address, so the stream is classified).
     """
     srv = ns_socket(sender_netns, socket.AF_INET, socket.SOCK_STREAM)
@@ -136,13 +141,15 @@ def tcp_transfer(
     start = time.monotonic()
     next_sample = 0.0
     actions = sorted(at, key=lambda a: a[0])
+    running: list[threading.Thread] = []
     try:
         while True:
             now = time.monotonic() - start
             if now >= duration_s:
                 break
             while actions and actions[0][0] <= now:
-                actions.pop(0)[1]()
+                running.append(threading.Thread(target=actions.pop(0)[1], daemon=True))
+                running[-1].start()
             ready, _, _ = select.select([cli], [], [], sample_s / 2)
             if ready:
                 try:
@@ -154,6 +161,8 @@ def tcp_transfer(
                 next_sample = now + sample_s
         samples.append((time.monotonic() - start, total))
     finally:
+        for t in running:
+            t.join(timeout=_ACTION_JOIN_S)
         stop.set()
         cli.close()
         thread.join(timeout=2)
