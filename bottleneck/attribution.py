@@ -89,6 +89,7 @@ class Physics:
     compute_confirmed: bool = False  # a reduced GPU share, preemptions or a full KV cache reported
     delay_s: float | None = None  # the WAN path's RTT above its reference (None: unknown)
     delay_ttft_s: float = 0.0  # the TTFT that added delay explains (delay_rtts_per_first_token of it)
+    coalesced: bool = False  # median TPOT under ``tpot_coalesced_ratio`` of its reference: tokens held on the path
 
 
 def ge(a: float, b: float) -> bool:
@@ -186,11 +187,14 @@ def added_delay_s(snap: SliceSnapshot, th: Thresholds) -> float | None:
     return rtt - ref if rtt > ref * (1.0 + th.wan_rtt_noise_ratio) else 0.0
 
 
-def _split_tpot(obs: float, ref: float, expected: float, engine: float, link: LinkState, confirmed: bool) -> tuple[float, float, float]:
-    """(network, compute, base) seconds of one TPOT statistic."""
+def _split_tpot(
+    obs: float, ref: float, expected: float, engine: float, link: LinkState, confirmed: bool, held: bool
+) -> tuple[float, float, float]:
+    """(network, compute, base) seconds of one TPOT statistic (``held``: the link binds, or the
+    tokens arrive coalesced, which only a buffer on the path does)."""
     excess = max(0.0, obs - ref)
     contention = max(0.0, obs - expected)
-    if link.binding:
+    if held:
         # Both could explain it: a full link always binds in part, so the contention is shared in
         # proportion to what each alone could explain (the network: all of it).
         slow = max(0.0, engine - expected)
@@ -240,6 +244,17 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
         and ge(tpot99, th.tpot_tail_inflation_ratio * refs.tpot_p99)
     )
     pace = "tpot_p99" if collapsed or tpot50 is None else "tpot_p50"
+    # Decode never runs faster than its unloaded step: a median TPOT at half the reference's is
+    # tokens held in a buffer on the path and released in bursts (a shaper's queue, the backlog of
+    # a cap just lifted). The network holds them whatever the link's utilisation reads.
+    coalesced = (
+        tpot50 is not None
+        and refs.tpot_p50 is not None
+        and refs.tpot_kind == "ref"  # against a measured median only: a prior's is no engine's pace
+        and th.tpot_coalesced_ratio > 0
+        and tpot50 < th.tpot_coalesced_ratio * refs.tpot_p50
+    )
+    held = link.binding or coalesced
     shares: list[LatencyShare] = []
     net_tpot: dict[str, float] = {}
     cfactor = 1.0
@@ -252,7 +267,7 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
             continue
         expected = ref * lf
         engine = expected * slowdown
-        network, compute, base = _split_tpot(obs, ref, expected, engine, link, confirmed)
+        network, compute, base = _split_tpot(obs, ref, expected, engine, link, confirmed, held)
         net_tpot[stat] = network
         if stat == pace:
             contention, c_thr = max(0.0, obs - expected), (ratio - 1.0) * ref
@@ -263,6 +278,8 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
 
     delay = added_delay_s(snap, th)
     delay_ttft = th.delay_rtts_per_first_token * delay if delay is not None else 0.0
+    slo = snap.slo_ttft_p99_s if snap.slo_ttft_p99_s is not None and snap.slo_ttft_p99_s > 0 else th.default_slo_ttft_p99_s
+    delay_bar = max(th.delay_material_slo_fraction * slo, 1e-12)  # the classifier's bar for a delay that binds
     ttft50 = snap.ttft_p50_s if snap.ttft_p50_s is not None else snap.ttft_mean_s
     tokens_short = (
         snap.output_tokens_per_s is not None
@@ -286,17 +303,19 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
         measured = min(left, little) if little is not None and gauge else 0.0
         if link.binding and not net_tpot and tokens_short:
             network = left - measured  # no TPOT: the link at its cap starving delivery explains what is left
-        elif link.binding and little is not None:
+        elif held and little is not None:
             network = left - measured  # the queue is measured (Little's law); what it leaves waited in the full link
-        elif link.binding:
+        elif held:
             network = min(left - measured, th.first_chunk_tpot_multiple * net_tpot.get(pair, 0.0))
         else:
             network = 0.0
         queue = left - network
-        if gauge is False and link.binding:
+        if gauge is False and held:
             network, queue = left, 0.0  # nothing waits at the engine: the link's queue holds the first chunk
-        elif gauge is False and (pace_binds or delayed > 0):
-            queue = 0.0  # nothing waits and another resource binds: leave the rest unexplained
+        elif gauge is False and (pace_binds or delayed >= delay_bar):
+            # Nothing waits and another resource binds (a material delay counts; RTT jitter of a few
+            # ms beside seconds of TTFT does not): leave the rest unexplained.
+            queue = 0.0
         network += delayed
         shares.append(LatencyShare(stat, obs, ref, queue, network, compute, obs - queue - network - compute))
     shares.sort(key=lambda s: s.stat)
@@ -316,5 +335,6 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
         confirmed,
         delay,
         delay_ttft,
+        coalesced,
     )
     return Attribution(tuple(shares)), physics

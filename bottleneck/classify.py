@@ -290,7 +290,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             note=f"reference source: {ref_source}",
         ),
     ]
-    judge = _Judge(attribution, snap, th, ph.tpot_stat, ph.link.binding, ph.compute_confirmed)
+    judge = _Judge(attribution, snap, th, ph.tpot_stat, ph.link.binding or ph.coalesced, ph.compute_confirmed)
     fractions = judge.fractions()
     attribution = Attribution(attribution.shares, tuple((r, fractions[r]) for r in RESOURCES))
     missing = _missing(ttft, tpot, tokens, link, queue, compute)
@@ -455,6 +455,10 @@ def _binding_caps(
             caps.append("throughput or its reference unknown: load cannot be told from pacing")
         if not has_tpot:
             caps.append("no TPOT: the link's share of TTFT is unconfirmed")
+        if ph.coalesced and not ph.link.binding:
+            # The burst shows a buffer on the path, the window no link that fills it: the gauges
+            # (a queue held at the router instead) or the reference could tell otherwise.
+            caps.append("tokens arrive coalesced while no link reads full: a buffer the window does not show")
         return caps
     if primary == "compute":
         if not ph.link.known:
