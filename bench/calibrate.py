@@ -33,7 +33,11 @@ def pav(points: Sequence[tuple[float, bool]], min_block: int = MIN_BLOCK) -> lis
     pts = sorted(points, key=lambda x: x[0])
     blocks: list[list[float]] = []  # [sum right, n, lo margin, hi margin]
     for m, ok in pts:
-        blocks.append([float(ok), 1.0, m, m])
+        if blocks and blocks[-1][3] == m:  # equal margins are one point of the step function (a saturated margin ties many)
+            blocks[-1][0] += float(ok)
+            blocks[-1][1] += 1.0
+        else:
+            blocks.append([float(ok), 1.0, m, m])
         while len(blocks) > 1 and (blocks[-2][0] / blocks[-2][1] >= blocks[-1][0] / blocks[-1][1] or blocks[-2][1] < min_block):
             s, n, _, hi = blocks.pop()
             blocks[-1][0] += s
@@ -44,10 +48,14 @@ def pav(points: Sequence[tuple[float, bool]], min_block: int = MIN_BLOCK) -> lis
         blocks[-1][0] += s
         blocks[-1][1] += n
         blocks[-1][3] = hi
-    # Re-impose monotonicity after the merges (a merge can leave a violation behind).
+    # Re-impose monotonicity after the merges (a merge can leave a violation behind), on the values
+    # published: the pseudo-windows can reorder two blocks whose raw shares were in order.
+    def smoothed(b: list[float]) -> float:
+        return (b[0] + 1.0) / (b[1] + 2.0)
+
     i = 1
     while i < len(blocks):
-        if blocks[i - 1][0] / blocks[i - 1][1] >= blocks[i][0] / blocks[i][1]:
+        if smoothed(blocks[i - 1]) >= smoothed(blocks[i]):
             s, n, _, hi = blocks.pop(i)
             blocks[i - 1][0] += s
             blocks[i - 1][1] += n

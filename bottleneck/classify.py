@@ -70,8 +70,10 @@ def _missing(*readings: Reading) -> tuple[str, ...]:
 
 def _idle(snap: SliceSnapshot) -> bool:
     """No request served, running or waiting in the window (every one of the three known), and no
-    token delivered or TPOT observed where those are reported (tokens flowing are not idle)."""
-    gauges = (snap.request_count, snap.requests_running, snap.requests_waiting)
+    token delivered or TPOT observed where those are reported (tokens flowing are not idle). With no
+    replica up nothing can run: the engines' running gauge is absent then, not unknown."""
+    running = snap.requests_running if snap.requests_running is not None or snap.replicas != 0 else 0.0
+    gauges = (snap.request_count, running, snap.requests_waiting)
     flowing = (snap.tpot_request_count, snap.output_tokens_per_s)
     return all(g is not None and g <= 0 for g in gauges) and not any(f is not None and not f <= 0 for f in flowing)
 

@@ -90,6 +90,21 @@ def test_pav_is_monotone_with_blocks_of_at_least_the_minimum() -> None:
     assert ns["TABLE"]["queue_limited"][0] == (pytest.approx(4.95), pytest.approx(1 / 52, abs=1e-4))
 
 
+def test_pav_pools_equal_margins_into_one_step_and_orders_the_published_values() -> None:
+    # 40 windows below a saturated margin, 200 at it (the classifier caps margins at log2 64 = 6):
+    # a step bound can never split windows of one margin (the lookup could not reach the second).
+    pts = [(m / 20, m % 4 != 0) for m in range(40)] + [(6.0, i % 50 != 0) for i in range(200)]
+    steps = pav(pts, min_block=30)
+    bounds = [u for u, _, _ in steps]
+    assert len(bounds) == len(set(bounds)) and bounds[-1] == float("inf")
+    assert sum(n for _, _, n in steps) == 240 and steps[-1][2] >= 200  # the tie is never split (a small block may join it)
+    assert all(a[1] < b[1] for a, b in itertools.pairwise(steps))
+    # Raw shares 31/31 then 100/100 are in order, equal; smoothed (32/33 < 101/102) too. Raw 30/31 < 97/100
+    # would reverse once smoothed; the published values never decrease.
+    close = [(0.1 * i, i != 0) for i in range(31)] + [(5.0 + 0.01 * i, i >= 3) for i in range(100)]
+    assert all(a[1] <= b[1] for a, b in itertools.pairwise(pav(close, min_block=30)))
+
+
 def test_naive_rules() -> None:
     s = SliceSnapshot(slice="s", slo_ttft_p99_s=0.5, ttft_p99_s=2.0, link_rx_bps=9.5e5, link_cap_bps=1e6, requests_waiting=0.0)
     assert peers.rule_link(s).primary == "network"
