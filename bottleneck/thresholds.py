@@ -85,6 +85,7 @@ class Thresholds:
     kv_cache_high: float = 0.9  # vLLM starts preempting sequences as the paged KV cache fills
     preemptions_min_per_s: float = 0.0  # any preemption means recomputation and slower decode (strictly above this)
     gpu_share_reduced: float = 0.9  # effective/allocated GPU share below 0.9: a neighbour takes >10 % of the GPU
+    tpot_tail_confirmed_ratio: float = 1.3  # P99 TPOT beside a reported GPU-share drop counts at 1.3x ref (dev seeds; 1.2-1.5 tried)
 
 
 DEFAULT = Thresholds()
