@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 
-from inferslice.bottleneck import confidence, signals
+from inferslice.bottleneck import confidence, signals, unsure
 from inferslice.bottleneck.attribution import Physics, attribute, ge
 from inferslice.bottleneck.signals import Reading
 from inferslice.bottleneck.thresholds import DEFAULT, Thresholds
@@ -353,7 +353,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
                 margin, rests_on = _binding_margin(judge, primary)
                 if primary == "network" and delay_margin > margin:  # the measured delay is the stronger evidence
                     margin, rests_on = delay_margin, delay_rests
-            caps.extend(_binding_caps(primary, ph, snap, th, judge, queue, compute, has_tpot))
+            caps.extend(unsure.binding_caps(primary, ph, snap, th, judge, queue, compute, has_tpot))
         elif ph.link.binding is not True and _queue_building(snap, th):
             regime = Regime.QUEUE_LIMITED
             caps.append("queue read from the gauges alone (no latency shows it yet)")
@@ -364,8 +364,8 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             # A statistic can pass its ratio with nothing binding (load explains TPOT): margin 0 then.
             margin = max(0.0, math.log2(1.0 / closest)) if closest > 1.0 / _RATIO_MAX else math.log2(_RATIO_MAX)
             rests_on = [r[0] for r in judge.rows if r[6]]
-            caps.extend(_healthy_caps(ph, has_ttft, has_tpot))
-            caps.extend(_healthy_tail_caps(judge, ph, snap, material_delay))
+            caps.extend(unsure.healthy_caps(ph, has_ttft, has_tpot))
+            caps.extend(unsure.healthy_tail_caps(judge, ph, snap, material_delay))
             if ph.link.binding:
                 note = "link at its cap but token delivery holds: utilisation alone is not a bottleneck"
     p99_breached = any(judge.breached.get(s.stat, False) for s in attribution.shares)
@@ -381,7 +381,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         centre_missing = snap.ttft_p50_s is None and (snap.ttft_mean_s is not None or not p99_breached)
         if regime in (Regime.QUEUE_LIMITED, Regime.HEALTHY) and centre_missing:
             caps.append("TTFT judged without its median")
-        if _prior_decides(ph, judge, regime, snap, th):
+        if unsure.prior_decides(ph, judge, regime, snap, th):
             caps.append("a reference statistic the window lacked (derived by a prior) decides")
         judged = [r for r in (ttft, tpot) if r.evidence]
         if judged and not any(r.used_reference for r in judged):
@@ -447,156 +447,3 @@ def _network_cause(ph: Physics) -> NetworkCause:
     if ph.delay_ttft_s > 0:
         return NetworkCause.WAN_DELAY
     return NetworkCause.EDGE_CAP
-
-
-def _binding_caps(
-    primary: str, ph: Physics, snap: SliceSnapshot, th: Thresholds, judge: _Judge, queue: Reading, compute: Reading, has_tpot: bool
-) -> list[str]:
-    """Why a binding verdict could be overturned by a field the window lacks (each one caps the confidence)."""
-    caps: list[str] = []
-    if primary == "network":
-        if not ph.load_known:
-            caps.append("throughput or its reference unknown: load cannot be told from pacing")
-        if not has_tpot:
-            caps.append("no TPOT: the link's share of TTFT is unconfirmed")
-        if ph.coalesced and not ph.link.binding:
-            # The burst shows a buffer on the path, the window no link that fills it: the gauges
-            # (a queue held at the router instead) or the reference could tell otherwise.
-            caps.append("tokens arrive coalesced while no link reads full: a buffer the window does not show")
-        return caps
-    if primary == "compute":
-        if not ph.link.known:
-            caps.append("link unknown: a cap could take the TPOT share")
-        elif ph.link.against != "cap":
-            caps.append("link judged against its physical rate only: a cap the window did not report could take the TPOT share")
-        if not ph.load_known:
-            caps.append("throughput or its reference unknown: load cannot be told from contention")
-        if compute.hits == 0:
-            caps.append("no compute confirmation (GPU share, preemptions, KV cache, utilisation)")
-        return caps
-    network_could = ph.tpot_contention_s > 0 and th.first_chunk_tpot_multiple * ph.tpot_contention_s >= 0.5 * max(
-        (r[2] for r in judge.rows if not r[1]), default=0.0
-    )
-    if not has_tpot:
-        caps.append("no TPOT: a binding link could take this TTFT as first-chunk delivery")
-    if not ph.link.known:
-        caps.append("link unknown: a binding link could take this TTFT as first-chunk delivery")
-    elif ph.link.against != "cap" and network_could:
-        caps.append("link judged against its physical rate only while TPOT shows contention")
-    elif not ph.link.binding and network_could and (snap.wan_rx_bps is None or snap.wan_capacity_bps is None):
-        caps.append("WAN path unknown while TPOT shows contention: a full WAN link could take this TTFT")
-    if ph.link.binding:
-        # At a full link the gauges and both TPOT statistics decide how much of TTFT waited in the
-        # link's queue rather than the engine's: without any of them the network could claim it.
-        lacking = [f for f in ("requests_waiting", "tpot_p50_s", "tpot_p99_s") if getattr(snap, f) is None]
-        if lacking:
-            caps.append("link at its cap without " + ", ".join(lacking) + ": the link's queue could hold this TTFT")
-    if ph.refs.ttft_kind == "fallback" and not _robust_ttft(snap, th):
-        caps.append("no TTFT reference and TTFT not inflated against any reference that meets the SLO")
-    tail = next((r for r in judge.rows if r[0] == "tpot_p99"), None)
-    if tail is not None and tail[4] and not (judge.binds("network") or judge.binds("compute")):
-        # Queueing keeps TPOT at its load-expected pace (the router holds requests back): a tail
-        # past its materiality that no resource binds is a pacing cause the window does not show.
-        caps.append("P99 TPOT inflated with nothing binding it: a cause the window does not show")
-    # A queue verdict needs a queue seen: requests waiting now, or (without that gauge) a queue time
-    # spending the budget. The gauge wins where both exist: the queue-time histogram's P99 keeps the
-    # waits of a queue already drained (and sits at a bucket bound on the testbed's engines), and
-    # replicas at the ceiling alone confirm no queue. A TTFT excess with nothing waiting is the
-    # signature of a cap misreported as larger than it is (the first chunk waited in a shaper).
-    waiting, qtime = snap.requests_waiting, snap.queue_time_p99_s
-    if waiting is None and qtime is None:
-        caps.append("no queue gauge (requests waiting, queue time)")
-    elif waiting is not None and not waiting > th.requests_waiting_min:
-        caps.append("the queue gauge shows nothing waiting")
-    elif waiting is None and qtime is not None and not qtime > th.queue_time_confirm_ratio * signals.slo_ttft_s(snap, th):
-        caps.append("the queue time shows no queueing")
-    return caps
-
-
-def _ambiguous(obs: float | None, ref: float | None, lo: float, hi: float, factor: float, ratio: float) -> bool:
-    """Would the statistic's materiality change for a reference anywhere in ``[ref*lo, ref*hi]``?"""
-    if obs is None or ref is None:
-        return False
-    at_hi = ge(obs - ref * hi * factor, (ratio - 1.0) * ref * hi)
-    at_lo = ge(obs - ref * lo * factor, (ratio - 1.0) * ref * lo)
-    return at_hi != at_lo
-
-
-def _prior_decides(ph: Physics, judge: _Judge, regime: Regime, snap: SliceSnapshot, th: Thresholds) -> bool:
-    """Does the verdict rest on a reference statistic the window lacked? A tail (or median) derived
-    from the other one by a prior is checked across the plausible range of the tail ratio
-    (1 to ``tail_prior_max``); a fallback reference always leaves the verdict unsure."""
-    refs = ph.refs
-    span = th.tail_prior_max
-    if judge.tpot_stat is not None:
-        kind = refs.tpot_tail_kind if judge.tpot_stat == "tpot_p99" else refs.tpot_kind
-        if kind == "fallback":
-            return True
-        if kind == "tail_prior":
-            if judge.tpot_stat == "tpot_p99":
-                obs, ref, lo, hi, ratio = (
-                    snap.tpot_p99_s,
-                    refs.tpot_p99,
-                    1.0 / th.tpot_tail_prior,
-                    span / th.tpot_tail_prior,
-                    th.tpot_tail_inflation_ratio,
-                )
-            else:
-                tpot50 = snap.tpot_p50_s if snap.tpot_p50_s is not None else snap.tpot_mean_s
-                obs, ref, lo, hi, ratio = tpot50, refs.tpot_p50, th.tpot_tail_prior / span, th.tpot_tail_prior, th.tpot_inflation_ratio
-            if _ambiguous(obs, ref, lo, hi, ph.load_factor, ratio):
-                return True
-    if regime in (Regime.QUEUE_LIMITED, Regime.HEALTHY):
-        ttft50 = snap.ttft_p50_s if snap.ttft_p50_s is not None else snap.ttft_mean_s
-        if refs.ttft_kind == "tail_prior" and _ambiguous(
-            ttft50, refs.ttft_p50, th.ttft_tail_prior / span, th.ttft_tail_prior, 1.0, th.ttft_inflation_ratio
-        ):
-            return True
-        p99_judged = judge.judged_stat("ttft_p99")
-        if (
-            p99_judged
-            and refs.ttft_tail_kind == "tail_prior"
-            and _ambiguous(
-                snap.ttft_p99_s, refs.ttft_p99, 1.0 / th.ttft_tail_prior, span / th.ttft_tail_prior, 1.0, th.ttft_tail_inflation_ratio
-            )
-        ):
-            return True
-    return False
-
-
-def _robust_ttft(snap: SliceSnapshot, th: Thresholds) -> bool:
-    """Without a TTFT reference: is TTFT inflated against any reference that meets the SLO?"""
-    slo = signals.slo_ttft_s(snap, th)
-    p50 = snap.ttft_p50_s if snap.ttft_p50_s is not None else snap.ttft_mean_s
-    return (snap.ttft_p99_s is not None and snap.ttft_p99_s >= th.ttft_tail_inflation_ratio * slo) or (
-        p50 is not None and p50 >= th.ttft_inflation_ratio * slo / th.ttft_tail_prior
-    )
-
-
-def _healthy_tail_caps(judge: _Judge, ph: Physics, snap: SliceSnapshot, material_delay: bool) -> list[str]:
-    """A healthy verdict a full link (through the P99 TTFT, which counts at a full link) or a measured
-    delay (through the TTFT statistic that would show it) could overturn."""
-    caps: list[str] = []
-    if material_delay:
-        ms = ph.delay_ttft_s * 1e3
-        caps.append(f"a measured WAN delay of {ms:.0f} ms the window's TTFT does not show: another path's RTT, or a statistic missing")
-    # Either tail counts at a full link (``_Judge._ratios``): a tail past its materiality beside a
-    # median at its reference is what a full link the window does not show would bind, and a full
-    # link without a tail is a window missing the statistic that would.
-    for stat, field in (("ttft_p99", "ttft_p99_s"), ("tpot_p99", "tpot_p99_s")):
-        name = "P99 " + stat[:4].upper()
-        if any(r[0] == stat and r[4] and not r[6] for r in judge.rows):
-            caps.append(f"{name} inflated beside a median at its reference: a full link the window does not show could bind it")
-        elif ph.link.binding and getattr(snap, field) is None:
-            caps.append(f"link at its cap without the {name}: the link could bind through it")
-    return caps
-
-
-def _healthy_caps(ph: Physics, has_ttft: bool, has_tpot: bool) -> list[str]:
-    refs = ph.refs
-    caps: list[str] = []
-    if refs.ttft_kind == "fallback" or refs.tpot_kind == "fallback":
-        caps.append("a reference the window lacks could show an inflation")
-    if not has_ttft or not has_tpot:
-        caps.append("TTFT or TPOT missing: the other could show an inflation")
-    return caps
