@@ -1,8 +1,8 @@
 """Why a verdict could be overturned by what its window lacks: each reason caps the confidence at
 ``UNSURE``. ``classify`` judges which resource binds; these functions only read its judgement (the
-``Judge``), the physics and the snapshot, and list the fields or references whose absence leaves the
-verdict open, so "removing a field never turns a confident verdict into a different confident one"
-is decided here, in one place.
+``Judge``), the physics and the snapshot, and list, per regime, the fields whose absence leaves the
+verdict open. The caps common to every regime (a median missing, a fallback reference, too few
+requests, a thin margin) stay beside the margin in ``classify``.
 """
 
 from __future__ import annotations
