@@ -111,6 +111,22 @@ def allow_congestion_control(name: str, allowed_file: Path = ROOT_ALLOWED_CC) ->
         raise NetworkBuildError(f"cannot allow congestion control {name} in namespaces ({allowed_file}: {exc})") from exc
 
 
+def check_free(plan: NetPlan) -> None:
+    """Refuse to build over what a testbed of the same prefix left: its namespaces, or the root end
+    of its management veth. That end outlives ``ip netns del`` whenever a process still lives in the
+    gateway namespace (removing the name does not end a namespace in use), and it would otherwise
+    surface as a bare ``File exists`` from netlink halfway through ``up``."""
+    for ns in plan.all_netns:
+        if (NETNS_DIR / ns).exists():
+            raise NetworkBuildError(f"namespace {ns} already exists: run `inferslice testbed down` first")
+    with ipr_in(None) as ipr:
+        if ipr.link_lookup(ifname=plan.mgmt_host_if):
+            raise NetworkBuildError(
+                f"interface {plan.mgmt_host_if} already exists in the root namespace (an earlier testbed's, whose namespaces "
+                "are gone or held by a process): run `inferslice testbed down` first"
+            )
+
+
 def create_namespaces(plan: NetPlan) -> None:
     allow_congestion_control(NS_CONGESTION_CONTROL)
     for ns in plan.all_netns:

@@ -271,9 +271,7 @@ def up(
     path = str(Path(topology_path).resolve()) if topology_path is not None else str(default_topology_path())
     top = load_topology(path)
     plan = net_plan(top, prefix)
-    for ns in plan.all_netns:
-        if (kernel.NETNS_DIR / ns).exists():
-            raise kernel.NetworkBuildError(f"namespace {ns} already exists: run `inferslice testbed down` first")
+    kernel.check_free(plan)
     caps: dict[str, dict[str, float | None]] = {t.name: {"receive": t.cap_bps, "transmit": t.cap_bps} for t in plan.tiers}
     _write_state(state_dir, {"prefix": prefix, "topology_path": path, "caps": caps, "started_s": time.time()})
     try:

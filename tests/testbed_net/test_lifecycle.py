@@ -65,3 +65,21 @@ def test_crash_cleanup_without_state(state_dir: Path) -> None:
     removed = down(state_dir, prefix=PREFIX)
     assert any(r.startswith("process ") for r in removed)
     assert leftovers(pids) == []
+
+
+def test_up_refuses_a_leftover_management_link_and_down_removes_it(state_dir: Path) -> None:
+    # What a testbed whose gateway namespace a stray process still holds leaves after `ip netns del`:
+    # no namespace name, but the root end of its management veth (CI met it as netlink's bare EEXIST).
+    from pyroute2 import IPRoute
+
+    from inferslice.testbed.net.kernel import NetworkBuildError
+
+    host_if = f"{PREFIX}mgmt"
+    with IPRoute() as ipr:
+        ipr.link("add", ifname=host_if, kind="veth", peer={"ifname": f"{PREFIX}mgmu"})
+    with pytest.raises(NetworkBuildError, match=rf"interface {host_if} already exists.*inferslice testbed down"):
+        up(None, state_dir, services=False, prefix=PREFIX)
+    # refused before building anything, and the leftover is not its to remove
+    assert sorted(leftovers([])) == sorted([f"link {host_if}", f"link {PREFIX}mgmu"])
+    assert any(r.startswith(f"interface {PREFIX}mgm") for r in down(state_dir, prefix=PREFIX))  # either end takes both
+    assert leftovers([]) == []

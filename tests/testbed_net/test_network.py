@@ -69,7 +69,7 @@ def standins(top: Topology, path: str, state_dir: Path, plan: NetPlan) -> list[S
 
 def leftovers(reg_pids: list[int]) -> list[str]:
     out = [f"netns {n}" for n in kernel.list_netns(PREFIX)]
-    out += [f"link {n}" for n in Path("/sys/class/net").iterdir() if n.name.startswith(PREFIX) for n in [n]]
+    out += [f"link {n.name}" for n in Path("/sys/class/net").iterdir() if n.name.startswith(PREFIX)]
     out += [f"pid {p}" for p in reg_pids if procs.is_running(procs.PidFile("x", p, None))]
     return out
 
