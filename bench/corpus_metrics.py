@@ -7,7 +7,8 @@ Definitions (the report repeats them):
 - **AC@1** per (class, tier): of the windows of that class, the share whose top-ranked verdict is that
   class (``healthy`` for a healthy window); the lenient form counts a top verdict anywhere in the
   truth set (a compound window's other cause). Peers that never say ``healthy`` (the RCA methods)
-  are scored on caused windows only.
+  are scored on caused windows only; ``inferslice (forced choice)`` is inferslice on those terms
+  (``forced_choice``), reported beside its own figure, never instead of it.
 - **Exact cause set** per compound pair: of the windows whose truth set is that pair, the share whose
   predicted set (primary plus secondaries) is exactly it.
 - **Attribution error** per (window, material statistic, class): |predicted - true| share of the
@@ -25,7 +26,7 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 CLASSES = ("healthy", "queue", "network", "compute")
@@ -81,6 +82,18 @@ class Truth:
                 if v is not None and excess.get(s) is not None:
                     shares[(s, c)] = min(1.0, shares.get((s, c), 0.0) + float(v))
         return cls(primary, tuple(truth.get("causes") or ()), tuple(truth.get("kinds") or ()), tier, excess, shares)
+
+
+def forced_choice(v: Verdict) -> Verdict:
+    """``v`` on the RCA peers' terms: every cause class ranked, "no cause" not an answer. The peers
+    are scored on caused windows and never say healthy, so their AC@1 is a choice among causes; this
+    puts inferslice to the same choice. A verdict with a cause keeps its ranking; a healthy or
+    unknown one ranks the classes by attributed share (summed over the statistics), ties and zero
+    shares by remedy priority, the order the peers fall back to."""
+    if v.ranking:
+        return v
+    share = {c: sum(s for (_, k), s in v.shares.items() if k == c) for c in CAUSE_CLASSES}
+    return replace(v, ranking=tuple(sorted(CAUSE_CLASSES, key=lambda c: (-share[c], PRIORITY.index(c)))))
 
 
 def ranked_primary(v: Verdict) -> str:

@@ -44,6 +44,20 @@ def test_ac1_strict_and_lenient_per_class_and_tier() -> None:
     assert "healthy" not in cm.ac1(pairs, caused_only=True)
 
 
+def test_forced_choice_names_a_cause_as_the_rca_peers_must() -> None:
+    # healthy, but with queue's share of the excess above network's: forced, it says queue
+    forced = cm.forced_choice(V("healthy", queue=0.2, network=0.1))
+    assert forced.ranking == ("queue", "network", "compute") and forced.primary == "healthy"
+    # nothing attributed: the peers' fallback order (remedy priority)
+    assert cm.forced_choice(V("unknown")).ranking == cm.PRIORITY
+    caused = cm.Verdict("compute", ("compute",), ("compute", "queue", "network"))
+    assert cm.forced_choice(caused) is caused  # a verdict that names a cause keeps its ranking
+    pairs = [(T("queue", ("queue",)), cm.forced_choice(V("healthy", queue=0.4))), (T("healthy"), cm.forced_choice(V("healthy")))]
+    assert cm.ac1(pairs, ranked=True, caused_only=True) == {
+        "queue": {"free": {"windows": 1, "ac1": 1.0, "ac1_lenient": 1.0}, "all": {"windows": 1, "ac1": 1.0, "ac1_lenient": 1.0}}
+    }
+
+
 def test_compound_exact_set() -> None:
     pairs = [
         (T("network", ("network", "queue")), V("network", ("network", "queue"))),
@@ -170,6 +184,9 @@ def test_one_command_scores_a_split_and_records_the_code_hash(tmp_path: Path) ->
         assert (tmp_path / "out" / name).stat().st_size > 0
     assert "rule-link-util" in result["sources"]["embedded"]
     assert any(t["target"].startswith("AC@1") for t in result["targets"])
+    forced = result["sources"]["prometheus"]["inferslice (forced choice)"]
+    assert "healthy" not in forced["ac1"] and forced["ac1"]["queue"]["all"]["windows"] == 12  # caused windows only
+    assert not any("forced choice" in t["target"] for t in result["targets"])  # reported beside, not a peer to beat
 
 
 def test_tuning_moves_a_threshold_the_tune_seeds_ask_for() -> None:
