@@ -128,10 +128,9 @@ def check_free(plan: NetPlan) -> None:
 
 
 def create_namespaces(plan: NetPlan) -> None:
+    """The plan's namespaces, each with lo up (``check_free`` has refused any that exist)."""
     allow_congestion_control(NS_CONGESTION_CONTROL)
     for ns in plan.all_netns:
-        if (NETNS_DIR / ns).exists():
-            raise NetworkBuildError(f"namespace {ns} already exists: run `inferslice testbed down` first")
         pr_netns.create(ns)
         _sysctl(ns, NS_SYSCTLS)
         with ipr_in(ns) as ipr:
