@@ -31,7 +31,7 @@ from inferslice.exporters.engine.readings import (
     wanted_front_name,
     wanted_name,
 )
-from inferslice.exporters.engine.scrape import ConcurrentRunner, Fetcher, HttpFetcher
+from inferslice.exporters.engine.scrape import ConcurrentRunner, Fetcher, HttpFetcher, SingleFlight
 from inferslice.exporters.engine.targets import Discovery, FrontTarget, Target
 from inferslice.topology import Tier, Topology
 
@@ -82,6 +82,16 @@ def _le(edge: float) -> str:
     return "+Inf" if edge == math.inf else repr(float(edge))
 
 
+@dataclass(frozen=True)
+class _Round:
+    """One round of fetches: what was scraped and what each URL gave (an ``Exposition`` or the error)."""
+
+    seq: int
+    scraped: list[Target]
+    fronts: list[FrontTarget]
+    results: Mapping[str, Exposition | InferSliceError]
+
+
 class EngineSource:
     """A ``Source`` for ``GuardedCollector``: raises ``InferSliceError`` only when discovery fails."""
 
@@ -107,6 +117,9 @@ class EngineSource:
         self._acc: dict[str, SliceAccumulator] = {}
         # prometheus_client may serve two scrapes at once; the accumulators are not thread-safe.
         self._lock = threading.Lock()
+        self._flight: SingleFlight[_Round] = SingleFlight()
+        self._round_seq = 0  # rounds fetched (written by the one round in flight)
+        self._observed_seq = 0  # the newest round whose readings reached the accumulators
         self.last_target_errors: dict[str, str] = {}
         self._tiers_by_name: dict[str, Tier] | None = None
         self._tiers_of: Topology | None = None
@@ -133,10 +146,14 @@ class EngineSource:
         return list(replicas.values()), list(fronts.values())
 
     def collect(self) -> Iterable[Metric]:
+        # The fetch round is shared by concurrent scrapes (``SingleFlight``); building the families
+        # from it takes the lock, since the accumulators are not thread-safe.
+        round_ = self._flight.run(self._fetch_round)
         with self._lock:
-            return self._collect()
+            return self._build(round_)
 
-    def _collect(self) -> list[Metric]:
+    def _fetch_round(self) -> _Round:
+        """Discover and fetch every target once; one round runs at a time (``SingleFlight``)."""
         replicas, fronts = self._discover()
         scraped = [t for t in replicas if t.state != "starting"]
         urls = {t.url for t in scraped} | {f.url for f in fronts}
@@ -145,10 +162,21 @@ class EngineSource:
         for url in list(self._parsed):
             if url not in urls:
                 del self._parsed[url]
-        keys = {t.key for t in scraped}
-        for key in list(self._readings):
-            if key not in keys:
-                del self._readings[key]
+        self._round_seq += 1
+        return _Round(self._round_seq, scraped, fronts, results)
+
+    def _build(self, round_: _Round) -> list[Metric]:
+        scraped, fronts, results = round_.scraped, round_.fronts, round_.results
+        # Rounds never overlap, but a scrape that shared round n may take the lock after another took
+        # round n + 1: its older readings must not reach the accumulators (a counter would seem to go
+        # back and count as a restart). It reports its round's gauges over the newer totals.
+        fresh = round_.seq > self._observed_seq
+        if fresh:
+            self._observed_seq = round_.seq
+            keys = {t.key for t in scraped}
+            for key in list(self._readings):
+                if key not in keys:
+                    del self._readings[key]
         now = self._clock()
 
         up = GaugeMetricFamily(mn.TARGET_UP, "1 if the target was scraped and parsed on this scrape, else 0",
@@ -166,7 +194,8 @@ class EngineSource:
                 else:
                     try:
                         reading = reading_from_exposition(res, t.ray_replica_id)
-                        self._readings[t.key] = (res, reading)
+                        if fresh:
+                            self._readings[t.key] = (res, reading)
                     except ParseError as err:
                         reading = err
             else:
@@ -179,6 +208,8 @@ class EngineSource:
             live.setdefault(t.slice, []).append(reading)
             if t.state == "ready":
                 ready[t.slice] = ready.get(t.slice, 0) + 1
+            if not fresh:
+                continue
             acc = self._acc.setdefault(t.slice, SliceAccumulator(self._settings.forget_after_s))
             acc.observe(
                 t.key,
@@ -187,8 +218,9 @@ class EngineSource:
                 reading.start_time_s,
                 now,
             )
-        for acc in self._acc.values():
-            acc.expire(now)
+        if fresh:
+            for acc in self._acc.values():
+                acc.expire(now)
 
         front_readings: dict[str, list[FrontReading]] = {}
         for f in fronts:

@@ -10,9 +10,11 @@ client's own timeout shortly after).
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import ALL_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 import httpx
 
@@ -94,3 +96,53 @@ class ConcurrentRunner:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+@dataclass
+class _Flight(Generic[T]):
+    done: threading.Event = field(default_factory=threading.Event)
+    result: T | None = None
+    error: BaseException | None = None
+
+
+class SingleFlight(Generic[T]):
+    """At most one call of a function in flight; a caller that arrives during one waits for it and
+    shares its result (or its exception).
+
+    Two scrapers reading one exporter at once (Prometheus and the embedded source, or an HA pair of
+    Prometheus servers) would otherwise queue one round of target fetches behind the other: with one
+    replica behind a congested WAN link each round takes its full deadline, and the second scraper
+    waited two rounds, past its own timeout, and lost every family of the exporter (issue 17's
+    WAN-rate corpus windows). Sharing the round bounds every scrape by one deadline and fetches each
+    target once however many scrapers ask.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._current: _Flight[T] | None = None
+        self.calls = 0  # rounds actually run (tests and health read it)
+        self.shared = 0  # callers that joined a round in flight
+
+    def run(self, fn: Callable[[], T]) -> T:
+        with self._lock:
+            flight = self._current
+            leader = flight is None
+            if flight is None:
+                flight = self._current = _Flight()
+                self.calls += 1
+            else:
+                self.shared += 1
+        if leader:
+            try:
+                flight.result = fn()
+            except BaseException as err:  # noqa: BLE001  (not swallowed: every caller of this round re-raises it below)
+                flight.error = err
+            finally:
+                with self._lock:
+                    self._current = None
+                flight.done.set()
+        else:
+            flight.done.wait()
+        if flight.error is not None:
+            raise flight.error
+        return flight.result  # type: ignore[return-value]  # set whenever error is None
