@@ -43,15 +43,21 @@ async def test_poisson_rate_is_respected_over_a_seeded_run(sse_server: tuple[str
     assert measured == pytest.approx(rate, rel=0.25)  # a Poisson sample of 120 arrivals: within ~3 sigma
     # Seeded: the schedule is known exactly; the sender must track it (not drift, not bunch up).
     schedule = arrival_offsets(Workload(seed=5).arrival_rng, rate, 1.0, 120)
-    sent = arrivals - arrivals[0]
-    error = np.abs(sent - (schedule - schedule[0]))
-    # Judged on the bulk, not the single worst arrival: a loaded machine can stall the event loop
-    # for a moment (0.13 s once under CI's parallel tests) and the sender catches up after it. A
-    # sender that drifts (errors growing with the index) fails the median and the last quarter; one
-    # that bunches requests up fails the median.
+    expected = schedule - schedule[0]
+    # The sender is judged on its own send instants (each record's start_s): the server's receive
+    # instants also carry the server's own stalls on a loaded machine (a 0.25 s one left every later
+    # arrival 0.25 s behind a sender that had caught up: CI, four workers on two cores). Judged on the
+    # bulk, not the single worst request: a stalled event loop catches up after the stall. A sender
+    # that drifts (errors growing with the index) fails the median and the last quarter; one that
+    # bunches requests up fails the median.
+    sent = np.sort(np.array([r.start_s for r in result.records]))
+    error = np.abs((sent - sent[0]) - expected)
     assert float(np.median(error)) < 0.02
     assert float(np.percentile(error, 90)) < 0.1
     assert float(np.median(error[-30:])) < 0.05
+    # And the requests reached the server on that schedule for most of the run.
+    received = np.abs((arrivals - arrivals[0]) - expected)
+    assert float(np.median(received)) < 0.05
     assert result.summary["request_rate"] == rate
     assert result.summary["completed"] == 120
 
