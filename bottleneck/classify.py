@@ -309,6 +309,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     caps: list[str] = []
     margin = 0.0
     rests_on: list[str] = []  # the statistics the verdict rests on (their request counts must bound them)
+    slack = False  # healthy, every resource slack by its gauges (``unsure.resources_slack``)
     binding = [r for r in ORDER if judge.binds(r)]
     # A measured delay binds the network whatever the quantiles resolve (``delay_material_slo_fraction``),
     # where the first tokens show it (``delay_shown_fraction`` of it in a TTFT statistic's excess).
@@ -364,7 +365,9 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             # A statistic can pass its ratio with nothing binding (load explains TPOT): margin 0 then.
             margin = max(0.0, math.log2(1.0 / closest)) if closest > 1.0 / _RATIO_MAX else math.log2(_RATIO_MAX)
             rests_on = [r[0] for r in judge.rows if r[6]]
-            caps.extend(unsure.healthy_caps(ph, has_ttft, has_tpot))
+            slack = unsure.resources_slack(ph, snap, th)
+            if not slack:  # slack gauges decide without the latency statistics (and their references)
+                caps.extend(unsure.healthy_caps(ph, has_ttft, has_tpot))
             caps.extend(unsure.healthy_tail_caps(judge, ph, snap, material_delay))
             if ph.link.binding:
                 note = "link at its cap but token delivery holds: utilisation alone is not a bottleneck"
@@ -379,7 +382,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             if not robust:
                 caps.append("TPOT judged without its median")
         centre_missing = snap.ttft_p50_s is None and (snap.ttft_mean_s is not None or not p99_breached)
-        if regime in (Regime.QUEUE_LIMITED, Regime.HEALTHY) and centre_missing:
+        if regime in (Regime.QUEUE_LIMITED, Regime.HEALTHY) and centre_missing and not slack:
             caps.append("TTFT judged without its median")
         if unsure.prior_decides(ph, judge, regime, snap, th):
             caps.append("a reference statistic the window lacked (derived by a prior) decides")
@@ -388,8 +391,13 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             caps.append("no reference: judged against absolute fallbacks")
         if regime is not Regime.NETWORK_LIMITED and (snap.wan_rtt_s is None) != (snap.wan_base_rtt_s is None):
             caps.append("the WAN path's RTT or its base is missing: an added delay could bind the network")
-        caps.extend(confidence.sampling_caps(rests_on, snap))
-        if margin < th.confident_margin_min and not any(c.startswith("no resource's share") for c in caps):
+        if slack:
+            # Every resource reads slack by its gauges: the verdict rests on them, not on quantiles
+            # from a handful of requests nor on how close one sits to its materiality.
+            evidence.append(Evidence("verdict", None, note="every resource slack by its gauges: none can bind"))
+        else:
+            caps.extend(confidence.sampling_caps(rests_on, snap))
+        if not slack and margin < th.confident_margin_min and not any(c.startswith("no resource's share") for c in caps):
             caps.append(f"the verdict sits within 2x of the threshold that decides it (margin {margin:.2f} < {th.confident_margin_min:g})")
     if note is not None:
         evidence.append(Evidence("verdict", None, note=note))

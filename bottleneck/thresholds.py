@@ -69,6 +69,12 @@ class Thresholds:
     # cap's value), those at 1 or more 93 %; and a field removed moved two of them across the line into
     # another confident verdict (the missing-field rule). Capped below the bar, not calibrated up.
     confident_margin_min: float = 1.0
+    # A healthy verdict on a tier whose every resource reads slack by its gauges rests on the gauges,
+    # not on quantiles from a handful of requests: nothing waits, the GPU share is whole, no
+    # preemption, the KV cache below its bar, no added WAN delay, and each link it crosses (the edge
+    # against its cap or its rate, the path's WAN link) at most half full. Half: a shaper or a WAN
+    # link paces streams only near its rate (binding at 0.8), so at 0.5 none can bind.
+    slack_utilization_max: float = 0.5
 
     # -- overlapping regimes ----------------------------------------------------------------------
     secondary_share: float = 0.25  # a resource explaining a quarter of a material excess is reported as a secondary regime

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from inferslice.bottleneck import signals
-from inferslice.bottleneck.attribution import Physics, ge
+from inferslice.bottleneck.attribution import Physics, added_delay_s, ge
 from inferslice.bottleneck.signals import Reading
 from inferslice.bottleneck.thresholds import Thresholds
 from inferslice.diagnosis import Regime
@@ -19,7 +19,7 @@ from inferslice.snapshot import SliceSnapshot
 if TYPE_CHECKING:  # the judge is built by classify, which imports this module
     from inferslice.bottleneck.classify import _Judge as Judge
 
-__all__ = ["binding_caps", "healthy_caps", "healthy_tail_caps", "prior_decides"]
+__all__ = ["binding_caps", "healthy_caps", "healthy_tail_caps", "prior_decides", "resources_slack"]
 
 
 def binding_caps(
@@ -173,3 +173,46 @@ def healthy_caps(ph: Physics, has_ttft: bool, has_tpot: bool) -> list[str]:
     if not has_ttft or not has_tpot:
         caps.append("TTFT or TPOT missing: the other could show an inflation")
     return caps
+
+
+def resources_slack(ph: Physics, snap: SliceSnapshot, th: Thresholds) -> bool:
+    """Does every resource the tier uses read slack by its gauges, each of them reported?
+
+    Then no resource can bind, whatever the window's latency quantiles say: a healthy verdict rests
+    on the gauges, as an idle one does, and too few requests to bound a quantile (or a quantile near
+    its materiality) leave it standing. A gauge the window lacks is no evidence of slack, so removing
+    a field only ever takes the rule away (the missing-field rule). The edge link counts against a
+    reported cap or, without one, its physical rate; a cap the window does not report could bind
+    unseen, so uncapped it also needs the decode pace at its reference (TPOT is what a binding shaper
+    inflates first, from many tokens, not a handful of requests).
+    """
+    waiting, share, preempt = snap.requests_waiting, snap.gpu_share, snap.preemptions_per_s
+    if waiting is None or waiting > th.requests_waiting_min:
+        return False
+    if share is None or share < th.gpu_share_reduced:
+        return False
+    if preempt is None or preempt > th.preemptions_min_per_s:
+        return False
+    if snap.kv_cache_usage is not None and snap.kv_cache_usage >= th.kv_cache_high:
+        return False
+    if snap.gpu_utilization is not None and snap.gpu_utilization >= th.gpu_utilization_high:
+        return False  # a busy GPU is what confirms compute beside an inflated TPOT
+    link = ph.link
+    if not link.known or link.utilization is None or link.utilization > th.slack_utilization_max or link.against not in ("cap", "capacity"):
+        return False
+    if link.against == "capacity":
+        tpot50, ref = snap.tpot_p50_s, ph.refs.tpot_p50
+        if tpot50 is None or ref is None or ph.refs.tpot_kind != "ref" or tpot50 > th.tpot_inflation_ratio * ref:
+            return False
+    wan_fields = (snap.wan_rx_bps, snap.wan_capacity_bps, snap.wan_rtt_s, snap.wan_base_rtt_s)
+    if all(v is None for v in wan_fields):
+        return True  # no WAN link on the tier's path (every replica at the gateway's PoP)
+    if any(v is None for v in wan_fields):
+        return False
+    assert snap.wan_rx_bps is not None and snap.wan_capacity_bps is not None  # checked above; for mypy
+    if not snap.wan_capacity_bps > 0 or snap.wan_rx_bps > th.slack_utilization_max * snap.wan_capacity_bps:
+        return False
+    # No added delay near the one that binds by itself (a millisecond or two of the prober's own
+    # overhead reads as delay on the testbed's userspace delay line): under half of it.
+    delay = added_delay_s(snap, th)
+    return delay is not None and th.delay_rtts_per_first_token * delay < 0.5 * th.delay_material_slo_fraction * signals.slo_ttft_s(snap, th)
