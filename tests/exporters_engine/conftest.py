@@ -45,6 +45,7 @@ class Behaviour:
     body: str = AFTER
     status: int = 200
     delay_s: float = 0.0
+    gate: threading.Event | None = None  # when set, each answer waits for the test to open it
     hits: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -61,6 +62,8 @@ class StandIn:
                 b = outer.behaviour
                 with b.lock:
                     b.hits += 1
+                if b.gate is not None:
+                    b.gate.wait(10.0)
                 if b.delay_s:
                     time.sleep(b.delay_s)
                 data = b.body.encode()

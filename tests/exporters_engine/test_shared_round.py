@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
@@ -20,6 +21,15 @@ from inferslice.exporters.engine.scrape import SingleFlight
 from inferslice.topology import load_topology
 
 TOPOLOGY = load_topology()
+
+
+def until(done: Callable[[], bool], timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
 
 
 def test_a_caller_during_a_round_shares_it_and_a_later_one_runs_its_own():
@@ -39,9 +49,9 @@ def test_a_caller_during_a_round_shares_it_and_a_later_one_runs_its_own():
     assert started.wait(5)
     follower = threading.Thread(target=lambda: got.__setitem__("follower", flight.run(slow)))
     follower.start()
-    while flight.shared == 0:  # the follower has joined the round in flight
-        time.sleep(0.01)
+    joined = until(lambda: flight.shared > 0)  # the follower has joined the round in flight
     release.set()
+    assert joined
     leader.join(5)
     follower.join(5)
     assert got == {"leader": 1, "follower": 1} and len(runs) == 1
@@ -71,9 +81,9 @@ def test_an_error_reaches_every_caller_of_its_round_and_the_next_round_runs_afre
     assert started.wait(5)
     threads.append(threading.Thread(target=call))
     threads[1].start()
-    while flight.shared == 0:
-        time.sleep(0.01)
+    joined = until(lambda: flight.shared > 0)
     release.set()
+    assert joined
     for t in threads:
         t.join(5)
     assert errors == ["discovery failed", "discovery failed"]
@@ -82,13 +92,13 @@ def test_an_error_reaches_every_caller_of_its_round_and_the_next_round_runs_afre
 
 def test_concurrent_scrapes_fetch_each_replica_once_and_both_get_the_families(kit):
     good = kit.standin(kit.AFTER)
-    hung = kit.standin(kit.AFTER)
-    hung.behaviour.delay_s = 2.0  # behind a congested link: answers after the round's deadline
+    slow = kit.standin(kit.AFTER)
+    slow.behaviour.gate = threading.Event()  # behind a congested link: answers when the test opens it
     targets = (
         Target(url=good.url + "/metrics", slice="premium", pop="bristol", replica="premium-0"),
-        Target(url=hung.url + "/metrics", slice="premium", pop="london", replica="premium-1"),
+        Target(url=slow.url + "/metrics", slice="premium", pop="london", replica="premium-1"),
     )
-    source = EngineSource([StaticDiscovery(targets)], TOPOLOGY, EngineSettings(timeout_s=0.5, grace_s=0.2))
+    source = EngineSource([StaticDiscovery(targets)], TOPOLOGY, EngineSettings(timeout_s=8.0, grace_s=0.5))
     registries = [CollectorRegistry(), CollectorRegistry()]
     for reg in registries:  # two scrapers of one exporter's source
         reg.register(GuardedCollector([source]))
@@ -99,18 +109,20 @@ def test_concurrent_scrapes_fetch_each_replica_once_and_both_get_the_families(ki
 
     first = threading.Thread(target=scrape, args=(0,))
     first.start()
-    while hung.behaviour.hits == 0:  # the first scrape's round is in flight
-        time.sleep(0.005)
+    assert until(lambda: slow.behaviour.hits > 0)  # the first scrape's round is in flight
     second = threading.Thread(target=scrape, args=(1,))
     second.start()
+    joined = until(lambda: source._flight.shared > 0)  # the second scrape joined it (before: it queued its own)
+    slow.behaviour.gate.set()
+    assert joined
     first.join(10)
     second.join(10)
-    # One round served both: each replica was asked once, and both scrapers read the good replica's 41.
-    assert (good.behaviour.hits, hung.behaviour.hits) == (1, 1)
-    assert requests == {0: 41.0, 1: 41.0}
+    # One round served both: each replica was asked once, and both scrapers read both replicas' 41.
+    assert (good.behaviour.hits, slow.behaviour.hits) == (1, 1)
+    assert requests == {0: 82.0, 1: 82.0}
     scrape(0)  # a later scrape runs its own round
-    assert good.behaviour.hits == 2
-    assert requests[0] == 41.0  # the same body again: nothing counted twice
+    assert (good.behaviour.hits, slow.behaviour.hits) == (2, 2)
+    assert requests[0] == 82.0  # the same bodies again: nothing counted twice
     source.close()
 
 
