@@ -131,7 +131,11 @@ class _Judge:
             "tpot_p99": th.tpot_tail_confirmed_ratio if compute_confirmed else th.tpot_tail_inflation_ratio,
         }
         shares = attribution.shares
-        ttft_median = any(s.stat == "ttft_p50" for s in shares)
+        ttft_median = False
+        for s in shares:
+            if s.stat == "ttft_p50":
+                ttft_median = True
+                break
         rows = []
         for s in shares:
             ref = s.reference_s
@@ -144,45 +148,61 @@ class _Judge:
             rows.append((s.stat, is_tpot, ex, thr, mat, br, judged, (s.queue_s, s.network_s, s.compute_s)))
         self.rows = rows
         self.breached = {r[0]: r[5] for r in rows}
-        self._bound: dict[tuple[str, bool], list[tuple[str, float]]] = {}  # the verdict asks the same question several times
+        self._bound: dict[bool, tuple[list[tuple[str, float]], ...]] = {}  # per ttft_only
+        self._tops: dict[bool, list[float]] = {}
 
     def judged_stat(self, stat: str) -> bool:
         return any(r[0] == stat and r[6] for r in self.rows)
 
     def binds(self, resource: str, ttft_only: bool = False) -> bool:
-        return any(r >= 1.0 - _EPS for _, r in self._ratios(resource, ttft_only))
+        return self._top(ttft_only)[_INDEX[resource]] >= 1.0 - _EPS
 
     def binding_rows(self, resource: str, ttft_only: bool = False, at_least: float = 1.0) -> list[tuple[str, float]]:
         """``(stat, ratio)`` of every statistic through which the resource binds: its share over the
         materiality threshold (>= 1; for a breached P99 TTFT, over half the excess if that is larger).
         ``at_least`` below 1 also returns the statistics where it comes that close."""
         bar = at_least * (1.0 - _EPS)
-        return [(stat, r) for stat, r in self._ratios(resource, ttft_only) if r >= bar]
+        return [(stat, r) for stat, r in self._ratios(ttft_only)[_INDEX[resource]] if r >= bar]
 
-    def _ratios(self, resource: str, ttft_only: bool) -> list[tuple[str, float]]:
-        """Every statistic the resource may bind through, with its share over the threshold (once per question)."""
-        key = (resource, ttft_only)
-        cached = self._bound.get(key)
+    def _top(self, ttft_only: bool) -> list[float]:
+        """The largest ratio of each resource (queue, network, compute; 0 where it binds through nothing)."""
+        self._ratios(ttft_only)
+        return self._tops[ttft_only]
+
+    def _ratios(self, ttft_only: bool) -> tuple[list[tuple[str, float]], ...]:
+        """Per resource (queue, network, compute), every statistic it may bind through, with its
+        share over the threshold: one pass over the rows, once per question (the verdict asks the
+        same question several times)."""
+        cached = self._bound.get(ttft_only)
         if cached is not None:
             return cached
-        k = _INDEX[resource]
-        out: list[tuple[str, float]] = []
+        out: tuple[list[tuple[str, float]], ...] = ([], [], [])
+        tops = [0.0, 0.0, 0.0]
+        link_binding, confirmed = self.link_binding, self.compute_confirmed
         for stat, is_tpot, ex, thr, _mat, br, judged, secs in self.rows:
-            # At a full link the P99 TPOT counts even beside a median at its reference: the link
-            # corroborates the tail (the first window after a cap cut shows it before the median).
-            # So does the P99 TTFT: first chunks wait in the full link's queue, the median's often do not.
-            tail_at_link = k == 1 and self.link_binding and stat in ("tpot_p99", "ttft_p99")
-            tail_confirmed = k == 2 and self.compute_confirmed and stat == "tpot_p99"  # likewise a reported GPU-share drop
-            if (not judged and not tail_at_link and not tail_confirmed) or (is_tpot and (k == 0 or ttft_only)):
+            if is_tpot and ttft_only:
                 continue
-            sec = secs[1] + secs[2] if k == 1 and is_tpot and self.link_binding else secs[k]  # a full link takes part in any contention
-            if sec <= 0:
-                continue
-            ratio = sec / thr if thr > 0 else _RATIO_MAX
-            if br and ex > 0:
-                ratio = max(ratio, sec / (0.5 * ex))
-            out.append((stat, min(ratio, _RATIO_MAX)))
-        self._bound[key] = out
+            for k in (0, 1, 2) if not is_tpot else (1, 2):  # the queue never binds through TPOT
+                # At a full link the P99 TPOT counts even beside a median at its reference: the link
+                # corroborates the tail (the first window after a cap cut shows it before the median).
+                # So does the P99 TTFT: first chunks wait in the full link's queue, the median's often do not.
+                tail_at_link = k == 1 and link_binding and (stat == "tpot_p99" or stat == "ttft_p99")
+                tail_confirmed = k == 2 and confirmed and stat == "tpot_p99"  # likewise a reported GPU-share drop
+                if not judged and not tail_at_link and not tail_confirmed:
+                    continue
+                sec = secs[1] + secs[2] if k == 1 and is_tpot and link_binding else secs[k]  # a full link takes part in any contention
+                if sec <= 0:
+                    continue
+                ratio = sec / thr if thr > 0 else _RATIO_MAX
+                if br and ex > 0:
+                    ratio = max(ratio, sec / (0.5 * ex))
+                if ratio > _RATIO_MAX:
+                    ratio = _RATIO_MAX
+                out[k].append((stat, ratio))
+                if ratio > tops[k]:
+                    tops[k] = ratio
+        self._bound[ttft_only] = out
+        self._tops[ttft_only] = tops
         return out
 
     def closest(self) -> float:
@@ -194,12 +214,17 @@ class _Judge:
         return best
 
     def fractions(self) -> dict[str, float]:
-        out = [0.0, 0.0, 0.0]
+        q = n = c = 0.0
         for _stat, _tp, ex, _thr, mat, _br, judged, secs in self.rows:
             if mat and judged and ex > 0:
-                for k in (0, 1, 2):
-                    out[k] = max(out[k], secs[k] / ex)
-        return {r: round(min(1.0, out[k]), 4) for r, k in _INDEX.items()}
+                x, y, z = secs[0] / ex, secs[1] / ex, secs[2] / ex
+                if x > q:
+                    q = x
+                if y > n:
+                    n = y
+                if z > c:
+                    c = z
+        return {"queue": round(min(1.0, q), 4), "network": round(min(1.0, n), 4), "compute": round(min(1.0, c), 4)}
 
     def secondary(self, resource: str, fractions: dict[str, float]) -> bool:
         if fractions[resource] < self.th.secondary_share * (1.0 - _EPS):
@@ -299,7 +324,11 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     attribution = Attribution(attribution.shares, tuple((r, fractions[r]) for r in RESOURCES))
     missing = _missing(ttft, tpot, tokens, link, queue, compute)
 
-    has_ttft = any(s.stat.startswith("ttft") for s in attribution.shares)
+    has_ttft = False
+    for share in attribution.shares:
+        if share.stat[1] == "t":  # ttft_*: the shares are named ttft_p50, ttft_p99, tpot_p50, tpot_p99
+            has_ttft = True
+            break
     has_tpot = judge.tpot_stat is not None
     ttft_up = judge.any_material(tpot=False)
     tpot_up = ph.tpot_threshold_s > 0 and ge(ph.tpot_contention_s, ph.tpot_threshold_s)
@@ -310,7 +339,8 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     margin = 0.0
     rests_on: list[str] = []  # the statistics the verdict rests on (their request counts must bound them)
     slack = False  # healthy, every resource slack by its gauges (``unsure.resources_slack``)
-    binding = [r for r in ORDER if judge.binds(r)]
+    tops = judge._top(False)
+    binding = [r for r in ORDER if tops[_INDEX[r]] >= 1.0 - _EPS]
     # A measured delay binds the network whatever the quantiles resolve (``delay_material_slo_fraction``),
     # where the first tokens show it (``delay_shown_fraction`` of it in a TTFT statistic's excess).
     delay_bar = th.delay_material_slo_fraction * signals.slo_ttft_s(snap, th)

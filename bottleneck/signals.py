@@ -32,6 +32,15 @@ class Reading:
     strong_hits: int = 0  # confirmations that are not mere utilisation
 
 
+def _absent(snap: SliceSnapshot, fields: tuple[str, ...]) -> tuple[str, ...]:
+    """The fields of ``fields`` the snapshot lacks (a loop: on the hot path a generator costs more)."""
+    out: list[str] = []
+    for f in fields:
+        if getattr(snap, f) is None:
+            out.append(f)
+    return tuple(out)
+
+
 def _ratio_evidence(signal: str, value: float, ref: float, ratio: float, note: str, below: bool = False) -> Evidence:
     threshold = ref * ratio
     crossed = value < threshold if below else value >= threshold and value > ref
@@ -214,8 +223,10 @@ def queue(snap: SliceSnapshot, th: Thresholds) -> Reading:
                 note="replicas at the tier's ceiling",
             )
         )
-    hits = sum(e.crossed for e in ev)
-    missing = tuple(f for f in QUEUE_FIELDS if getattr(snap, f) is None)
+    hits = 0
+    for e in ev:
+        hits += e.crossed
+    missing = _absent(snap, QUEUE_FIELDS)
     return Reading(bool(hits) if ev else None, tuple(ev), missing, hits=hits, strong_hits=hits)
 
 
@@ -260,8 +271,10 @@ def compute(snap: SliceSnapshot, th: Thresholds) -> Reading:
             continue
         ev.append(Evidence(field, value, threshold=threshold, crossed=crossed, note=note))
         strong += crossed
-    hits = sum(e.crossed for e in ev)
-    missing = tuple(f for f in COMPUTE_FIELDS if getattr(snap, f) is None)
+    hits = 0
+    for e in ev:
+        hits += e.crossed
+    missing = _absent(snap, COMPUTE_FIELDS)
     return Reading(bool(hits) if ev else None, tuple(ev), missing, hits=hits, strong_hits=strong)
 
 
