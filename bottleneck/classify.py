@@ -116,8 +116,11 @@ class _Judge:
         tpot_stat: str | None,
         link_binding: bool,
         compute_confirmed: bool,
+        median_drift: bool = False,
+        wan_tail_quiet: bool = False,
     ) -> None:
         self.compute_confirmed = compute_confirmed
+        self.wan_tail_quiet = wan_tail_quiet
         slo = signals.slo_ttft_s(snap, th)
         self.th = th
         self.tpot_stat = tpot_stat
@@ -144,7 +147,7 @@ class _Judge:
             is_tpot = s.stat[1] == "p"
             br = not is_tpot and s.stat == "ttft_p99" and s.observed_s > slo and ex > 0
             mat = (ex > 0 and ex >= thr * (1.0 - _EPS)) or br
-            judged = s.stat == tpot_stat if is_tpot else (s.stat == "ttft_p50" or br or not ttft_median)
+            judged = s.stat == tpot_stat and not median_drift if is_tpot else (s.stat == "ttft_p50" or br or not ttft_median)
             rows.append((s.stat, is_tpot, ex, thr, mat, br, judged, (s.queue_s, s.network_s, s.compute_s)))
         self.rows = rows
         self.breached = {r[0]: r[5] for r in rows}
@@ -178,7 +181,7 @@ class _Judge:
             return cached
         out: tuple[list[tuple[str, float]], ...] = ([], [], [])
         tops = [0.0, 0.0, 0.0]
-        link_binding, confirmed = self.link_binding, self.compute_confirmed
+        link_binding, confirmed, wan_quiet = self.link_binding, self.compute_confirmed, self.wan_tail_quiet
         for stat, is_tpot, ex, thr, _mat, br, judged, secs in self.rows:
             if is_tpot and ttft_only:
                 continue
@@ -186,7 +189,9 @@ class _Judge:
                 # At a full link the P99 TPOT counts even beside a median at its reference: the link
                 # corroborates the tail (the first window after a cap cut shows it before the median).
                 # So does the P99 TTFT: first chunks wait in the full link's queue, the median's often do not.
-                tail_at_link = k == 1 and link_binding and (stat == "tpot_p99" or stat == "ttft_p99")
+                # A full WAN link's token-gap tail with first tokens at their reference is bursts the
+                # requests' pace absorbs (``wan_tail_quiet``): it does not count alone.
+                tail_at_link = k == 1 and link_binding and (stat == "ttft_p99" or (stat == "tpot_p99" and not wan_quiet))
                 tail_confirmed = k == 2 and confirmed and stat == "tpot_p99"  # likewise a reported GPU-share drop
                 if not judged and not tail_at_link and not tail_confirmed:
                     continue
@@ -319,7 +324,14 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             note=f"reference source: {ref_source}",
         ),
     ]
-    judge = _Judge(attribution, snap, th, ph.tpot_stat, ph.link.binding or ph.coalesced, ph.compute_confirmed)
+    wan_quiet = _wan_tail_quiet(attribution, ph, th)
+    held = ph.link.binding or ph.coalesced
+    judge = _Judge(attribution, snap, th, ph.tpot_stat, held, ph.compute_confirmed, False, wan_quiet)
+    # The median's drift is read only where TPOT alone would decide: beside a material TTFT (a
+    # queue binding, say) the median still says how much of it compute shares.
+    drift = _median_drift(snap, ph, th) and not judge.any_material(tpot=False)
+    if drift:
+        judge = _Judge(attribution, snap, th, ph.tpot_stat, held, ph.compute_confirmed, True, wan_quiet)
     fractions = judge.fractions()
     attribution = Attribution(attribution.shares, tuple((r, fractions[r]) for r in RESOURCES))
     missing = _missing(ttft, tpot, tokens, link, queue, compute)
@@ -331,7 +343,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             break
     has_tpot = judge.tpot_stat is not None
     ttft_up = judge.any_material(tpot=False)
-    tpot_up = ph.tpot_threshold_s > 0 and ge(ph.tpot_contention_s, ph.tpot_threshold_s)
+    tpot_up = not drift and ph.tpot_threshold_s > 0 and ge(ph.tpot_contention_s, ph.tpot_threshold_s)
     regime: Regime
     secondary: list[Regime] = []
     note: str | None = None
@@ -369,6 +381,11 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             top = judge.largest()
             binding = [top] if top is not None else []
             named = bool(binding)
+        share_cut = bool(binding) and binding[0] == "queue" and ph.engine_slowdown > 1.0 and "compute" not in binding
+        if share_cut:
+            # A reported GPU-share drop slows every replica of the tier by 1 / share: the queue is
+            # what the slower engines leave behind, and moving them comes before adding replicas.
+            binding.insert(0, "compute")
         if binding:
             primary = binding[0]
             regime = REGIME_OF[primary]
@@ -377,6 +394,11 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             if named:
                 caps.append("no resource's share is material alone: the largest is named")
                 rests_on = [r[0] for r in judge.rows if r[4] and r[6]]
+            elif share_cut:
+                margin, rests_on = 0.0, [r[0] for r in judge.rows if r[4] and r[6]]
+                note = (
+                    f"requests queue behind replicas slowed {ph.engine_slowdown:.2g}x by their GPU share: move them before adding replicas"
+                )
             elif delay_binds:
                 margin, rests_on = delay_margin, delay_rests
                 note = f"the path's RTT adds {ph.delay_ttft_s * 1e3:.0f} ms to every first token (measured, not inferred from TTFT)"
@@ -429,6 +451,8 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             caps.extend(confidence.sampling_caps(rests_on, snap))
         if not slack and margin < th.confident_margin_min and not any(c.startswith("no resource's share") for c in caps):
             caps.append(f"the verdict sits within 2x of the threshold that decides it (margin {margin:.2f} < {th.confident_margin_min:g})")
+    if drift and regime is not Regime.COMPUTE_LIMITED:
+        evidence.append(Evidence("verdict", None, note=DRIFT_NOTE))
     if note is not None:
         evidence.append(Evidence("verdict", None, note=note))
     if regime is Regime.QUEUE_LIMITED and ph.link.binding and "network" not in binding:
@@ -457,6 +481,38 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         network_cause=network_cause,
         request_count=snapshot.request_count,
     )
+
+
+DRIFT_NOTE = "median TPOT past its bar with its tail at the reference and no compute gauge confirming: the median's drift, not contention"
+
+
+def _median_drift(snap: SliceSnapshot, ph: Physics, th: Thresholds) -> bool:
+    """A median TPOT past its bar whose own tail sits at its measured reference, with a free link and
+    no compute gauge confirming: not contention. A co-tenant or a full link slows every decode step
+    and lifts the tail with the median (the confirmed-tail bar, ``tpot_tail_confirmed_ratio``, is
+    where a confirmed drop's tail already counts); a median alone moving is the histogram's bucket
+    between two neighbours. Needs the tail and its measured reference: without them it never applies."""
+    if ph.compute_confirmed or ph.link.binding or ph.coalesced or not ph.link.known or ph.tpot_stat != "tpot_p50":
+        return False
+    tail, ref = snap.tpot_p99_s, ph.refs.tpot_p99
+    if tail is None or ref is None or ph.refs.tpot_tail_kind != "ref":
+        return False
+    return tail < th.tpot_tail_confirmed_ratio * ref
+
+
+def _wan_tail_quiet(attribution: Attribution, ph: Physics, th: Thresholds) -> bool:
+    """At a full WAN link (not the edge), every TTFT statistic under ``wan_tail_ttft_ratio`` of its
+    reference, each of the two reported: the link delays no first token the window shows."""
+    if not ph.link.binding or ph.link.against != "wan":
+        return False
+    seen = 0
+    for s in attribution.shares:
+        if s.stat[1] == "t":  # ttft_p50, ttft_p99
+            ref = s.reference_s
+            if ref is None or (s.observed_s >= th.wan_tail_ttft_ratio * ref and s.observed_s - ref >= th.wan_tail_ttft_floor_s):
+                return False
+            seen += 1
+    return seen == 2
 
 
 def _binding_margin(judge: _Judge, primary: str) -> tuple[float, list[str]]:

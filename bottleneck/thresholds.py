@@ -92,6 +92,10 @@ class Thresholds:
     preemptions_min_per_s: float = 0.0  # any preemption means recomputation and slower decode (strictly above this)
     gpu_share_reduced: float = 0.9  # effective/allocated GPU share below 0.9: a neighbour takes >10 % of the GPU
     tpot_tail_confirmed_ratio: float = 1.3  # P99 TPOT beside a reported GPU-share drop counts at 1.3x ref (dev seeds; 1.2-1.5 tried)
+    # v8: a full WAN link's token-gap tail counts only where first tokens show the link: a TTFT
+    # statistic 1.5x its reference (a tail "visibly worse", the corpus truth's own bar; not tuned).
+    wan_tail_ttft_ratio: float = 1.5
+    wan_tail_ttft_floor_s: float = 0.05  # and 50 ms over it: a tenth of the SLO, under which no first token visibly waits
 
 
 DEFAULT = Thresholds()
