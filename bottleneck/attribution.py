@@ -103,8 +103,15 @@ def _pos(x: float | None) -> float | None:
 
 def references(snap: SliceSnapshot, th: Thresholds) -> Refs:
     slo = snap.slo_ttft_p99_s if snap.slo_ttft_p99_s is not None and snap.slo_ttft_p99_s > 0 else th.default_slo_ttft_p99_s
-    t50 = _pos(snap.ref_ttft_p50_s) or _pos(snap.ref_ttft_mean_s)
-    t99 = _pos(snap.ref_ttft_p99_s)
+    # ``_pos`` inlined: six calls a window on the hot path.
+    t50 = snap.ref_ttft_p50_s
+    if t50 is None or not t50 > 0:
+        t50 = snap.ref_ttft_mean_s
+        if t50 is None or not t50 > 0:
+            t50 = None
+    t99 = snap.ref_ttft_p99_s
+    if t99 is None or not t99 > 0:
+        t99 = None
     tk, ttk = "ref", "ref"
     if t50 is None and t99 is None:
         t99, tk, ttk = slo * th.fallback_ttft_ref_slo_fraction, "fallback", "fallback"
@@ -113,8 +120,14 @@ def references(snap: SliceSnapshot, th: Thresholds) -> Refs:
         t99, ttk = (t50 or 0.0) * th.ttft_tail_prior, "tail_prior"
     elif t50 is None:
         t50, tk = t99 / th.ttft_tail_prior, "tail_prior"
-    p50 = _pos(snap.ref_tpot_p50_s) or _pos(snap.ref_tpot_mean_s)
-    p99 = _pos(snap.ref_tpot_p99_s)
+    p50 = snap.ref_tpot_p50_s
+    if p50 is None or not p50 > 0:
+        p50 = snap.ref_tpot_mean_s
+        if p50 is None or not p50 > 0:
+            p50 = None
+    p99 = snap.ref_tpot_p99_s
+    if p99 is None or not p99 > 0:
+        p99 = None
     pk, ptk = "ref", "ref"
     if p50 is None and p99 is None:
         ceiling = snap.slo_tpot_p99_s if snap.slo_tpot_p99_s is not None and snap.slo_tpot_p99_s > 0 else th.fallback_tpot_s
@@ -175,8 +188,16 @@ def _edge_state(snap: SliceSnapshot, th: Thresholds) -> LinkState:
         if streams is None and snap.tpot_mean_s is not None:
             streams = rate * snap.tpot_mean_s if rate is not None else None  # Little: streams = tokens/s x s/token
         floor = streams * bpt / cap if streams is not None else None
-    finite = [v if v is not None and math.isfinite(v) else None for v in (bpt, token_max, floor)]
-    return LinkState(True, ge(util, th.link_binding_ratio), util, against, finite[0], finite[1], finite[2])
+    isfinite = math.isfinite
+    return LinkState(
+        True,
+        ge(util, th.link_binding_ratio),
+        util,
+        against,
+        bpt if bpt is not None and isfinite(bpt) else None,
+        token_max if token_max is not None and isfinite(token_max) else None,
+        floor if floor is not None and isfinite(floor) else None,
+    )
 
 
 def added_delay_s(snap: SliceSnapshot, th: Thresholds) -> float | None:

@@ -42,7 +42,7 @@ from inferslice.bottleneck import confidence, signals, unsure
 from inferslice.bottleneck.attribution import Physics, attribute, ge
 from inferslice.bottleneck.signals import Reading
 from inferslice.bottleneck.thresholds import DEFAULT, Thresholds
-from inferslice.diagnosis import CONFIDENT, REGIME_OF, RESOURCES, Attribution, Diagnosis, Evidence, NetworkCause, Regime
+from inferslice.diagnosis import CONFIDENT, REGIME_OF, Attribution, Diagnosis, Evidence, NetworkCause, Regime
 from inferslice.snapshot import Reference, SliceSnapshot
 
 __all__ = ["CONFIDENT", "UNSURE", "classify"]  # CONFIDENT lives in the vocabulary; re-exported for callers of old
@@ -55,17 +55,13 @@ def regime_resource(regime: Regime) -> str:
     return next(r for r, g in REGIME_OF.items() if g is regime)
 
 
-def _clamp(x: float) -> float:
-    return min(1.0, max(0.0, x))
-
-
 def _missing(*readings: Reading) -> tuple[str, ...]:
-    out: list[str] = []
+    """Every field the readings wanted and did not get, once each, in the readings' order."""
+    names: list[str] = []
     for r in readings:
-        for name in r.missing:
-            if name not in out:
-                out.append(name)
-    return tuple(out)
+        if r.missing:
+            names.extend(r.missing)
+    return tuple(dict.fromkeys(names))
 
 
 def _idle(snap: SliceSnapshot) -> bool:
@@ -125,14 +121,9 @@ class _Judge:
         self.th = th
         self.tpot_stat = tpot_stat
         self.link_binding = link_binding
-        ratios = {
-            "ttft_p50": th.ttft_inflation_ratio,
-            "ttft_p99": th.ttft_tail_inflation_ratio,
-            "tpot_p50": th.tpot_inflation_ratio,
-            # A neighbour's GPU share shows first in the decode tail: once the drop is measured,
-            # a smaller P99 excess is its symptom rather than noise.
-            "tpot_p99": th.tpot_tail_confirmed_ratio if compute_confirmed else th.tpot_tail_inflation_ratio,
-        }
+        # Each statistic's materiality ratio. A neighbour's GPU share shows first in the decode tail:
+        # once the drop is measured, a smaller P99 excess is its symptom rather than noise.
+        tpot_tail_ratio = th.tpot_tail_confirmed_ratio if compute_confirmed else th.tpot_tail_inflation_ratio
         shares = attribution.shares
         ttft_median = False
         for s in shares:
@@ -140,17 +131,24 @@ class _Judge:
                 ttft_median = True
                 break
         rows = []
+        br_any = False
         for s in shares:
             ref = s.reference_s
             ex = s.observed_s - ref if ref is not None and s.observed_s > ref else 0.0
-            thr = (ratios[s.stat] - 1.0) * (ref or 0.0)
-            is_tpot = s.stat[1] == "p"
+            stat = s.stat
+            is_tpot = stat[1] == "p"
+            if is_tpot:
+                ratio = th.tpot_inflation_ratio if stat == "tpot_p50" else tpot_tail_ratio
+            else:
+                ratio = th.ttft_inflation_ratio if stat == "ttft_p50" else th.ttft_tail_inflation_ratio
+            thr = (ratio - 1.0) * (ref or 0.0)
             br = not is_tpot and s.stat == "ttft_p99" and s.observed_s > slo and ex > 0
             mat = (ex > 0 and ex >= thr * (1.0 - _EPS)) or br
             judged = s.stat == tpot_stat and not median_drift if is_tpot else (s.stat == "ttft_p50" or br or not ttft_median)
             rows.append((s.stat, is_tpot, ex, thr, mat, br, judged, (s.queue_s, s.network_s, s.compute_s)))
+            br_any = br_any or br
         self.rows = rows
-        self.breached = {r[0]: r[5] for r in rows}
+        self.any_breached = br_any  # only the P99 TTFT can breach (the SLO's)
         self._bound: dict[bool, tuple[list[tuple[str, float]], ...]] = {}  # per ttft_only
         self._tops: dict[bool, list[float]] = {}
 
@@ -333,7 +331,10 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     if drift:
         judge = _Judge(attribution, snap, th, ph.tpot_stat, held, ph.compute_confirmed, True, wan_quiet)
     fractions = judge.fractions()
-    attribution = Attribution(attribution.shares, tuple((r, fractions[r]) for r in RESOURCES))
+    # RESOURCES' order (queue, network, compute), spelt out: a generator a window costs more.
+    attribution = Attribution(
+        attribution.shares, (("queue", fractions["queue"]), ("network", fractions["network"]), ("compute", fractions["compute"]))
+    )
     missing = _missing(ttft, tpot, tokens, link, queue, compute)
 
     has_ttft = False
@@ -423,7 +424,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             caps.extend(unsure.healthy_tail_caps(judge, ph, snap, material_delay))
             if ph.link.binding:
                 note = "link at its cap but token delivery holds: utilisation alone is not a bottleneck"
-    p99_breached = any(judge.breached.get(s.stat, False) for s in attribution.shares)
+    p99_breached = judge.any_breached
     if regime is not Regime.UNKNOWN and not idle:  # an idle verdict rests on the three gauges alone
         if snap.tpot_p50_s is None:
             # Judged on the TPOT mean or tail: a median could tell otherwise. A full link starving
@@ -438,8 +439,8 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             caps.append("TTFT judged without its median")
         if unsure.prior_decides(ph, judge, regime, snap, th):
             caps.append("a reference statistic the window lacked (derived by a prior) decides")
-        judged = [r for r in (ttft, tpot) if r.evidence]
-        if judged and not any(r.used_reference for r in judged):
+        # Judged (a reading with evidence) and none of those against a reference.
+        if (ttft.evidence or tpot.evidence) and not ((ttft.evidence and ttft.used_reference) or (tpot.evidence and tpot.used_reference)):
             caps.append("no reference: judged against absolute fallbacks")
         if regime is not Regime.NETWORK_LIMITED and (snap.wan_rtt_s is None) != (snap.wan_base_rtt_s is None):
             caps.append("the WAN path's RTT or its base is missing: an added delay could bind the network")
@@ -464,13 +465,13 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         if caps:
             conf = min(conf, UNSURE)
             evidence.append(Evidence("confidence_cap", UNSURE, note="; ".join(dict.fromkeys(caps))))
-    network_cause = _network_cause(ph) if Regime.NETWORK_LIMITED in (regime, *secondary) else None
+    network_cause = _network_cause(ph) if regime is Regime.NETWORK_LIMITED or Regime.NETWORK_LIMITED in secondary else None
 
     return Diagnosis(
         slice=snapshot.slice,
         regime=regime,
         secondary=tuple(secondary),
-        confidence=round(_clamp(conf), 4),
+        confidence=round(min(1.0, max(0.0, conf)), 4),
         slo=slo,
         evidence=tuple(evidence),
         missing=missing,
@@ -518,17 +519,27 @@ def _wan_tail_quiet(attribution: Attribution, ph: Physics, th: Thresholds) -> bo
 def _binding_margin(judge: _Judge, primary: str) -> tuple[float, list[str]]:
     """log2 of how far the primary's share passes materiality, less how close a resource whose remedy
     comes first is to binding (it would take the verdict over), and the statistics it binds through."""
-    rows = judge.binding_rows(primary)
-    # Through a median the verdict stands on the robust statistic (a tail beside it adds nothing it
-    # needs); only a verdict binding through tails alone rests on them, and on their request counts.
-    medians = [row for row in rows if row[0].endswith("p50")]
-    rows = medians or rows
-    margin = math.log2(max(r for _, r in rows)) if rows else 0.0
+    bar = 1.0 - _EPS
+    medians: list[str] = []
+    every: list[str] = []
+    best_median = best = 0.0
+    for stat, r in judge._ratios(False)[_INDEX[primary]]:
+        if r >= bar:
+            every.append(stat)
+            best = max(best, r)
+            # Through a median the verdict stands on the robust statistic (a tail beside it adds nothing
+            # it needs); only a verdict binding through tails alone rests on them, and on their request counts.
+            if stat.endswith("p50"):
+                medians.append(stat)
+                best_median = max(best_median, r)
+    stats, top = (medians, best_median) if medians else (every, best)
+    margin = math.log2(top) if stats else 0.0
+    tops = judge._top(False)
     for ahead in ORDER[: ORDER.index(primary)]:
-        near = judge.binding_rows(ahead, at_least=1.0 / _RATIO_MAX)
-        if near:
-            margin = min(margin, max(0.0, math.log2(1.0 / max(r for _, r in near))))
-    return max(0.0, margin), [stat for stat, _ in rows]
+        near = tops[_INDEX[ahead]]  # the largest ratio it binds through (0: none)
+        if near >= (1.0 / _RATIO_MAX) * bar:
+            margin = min(margin, max(0.0, math.log2(1.0 / near)))
+    return max(0.0, margin), stats
 
 
 _CAUSE_OF_LINK = {"cap": NetworkCause.EDGE_CAP, "capacity": NetworkCause.EDGE_CAPACITY, "wan": NetworkCause.WAN_LINK}

@@ -86,10 +86,12 @@ def tpot(snap: SliceSnapshot, th: Thresholds, refs: Refs) -> Reading:
             )
         )
     if refs.tpot_kind != "fallback":
-        for field in ("tpot_p50_s", "tpot_mean_s"):
-            value = getattr(snap, field)
-            if value is not None and refs.tpot_p50 is not None:
-                ev.append(_ratio_evidence(field, value, refs.tpot_p50, th.tpot_inflation_ratio, "TPOT vs reference"))
+        ref50 = refs.tpot_p50
+        if ref50 is not None:
+            if snap.tpot_p50_s is not None:
+                ev.append(_ratio_evidence("tpot_p50_s", snap.tpot_p50_s, ref50, th.tpot_inflation_ratio, "TPOT vs reference"))
+            if snap.tpot_mean_s is not None:
+                ev.append(_ratio_evidence("tpot_mean_s", snap.tpot_mean_s, ref50, th.tpot_inflation_ratio, "TPOT vs reference"))
         if snap.tpot_p99_s is not None and refs.tpot_p99 is not None:
             note = "P99 TPOT vs reference P99" + (" (tail prior)" if refs.tpot_tail_kind == "tail_prior" else "")
             ev.append(_ratio_evidence("tpot_p99_s_vs_ref", snap.tpot_p99_s, refs.tpot_p99, th.tpot_tail_inflation_ratio, note))
@@ -244,32 +246,19 @@ def compute(snap: SliceSnapshot, th: Thresholds) -> Reading:
                 note="utilisation alone never decides",
             )
         )
-    for field, value, threshold, crossed, note in (
-        (
-            "kv_cache_usage",
-            snap.kv_cache_usage,
-            th.kv_cache_high,
-            snap.kv_cache_usage is not None and snap.kv_cache_usage >= th.kv_cache_high,
-            "KV cache nearly full",
-        ),
-        (
-            "preemptions_per_s",
-            snap.preemptions_per_s,
-            th.preemptions_min_per_s,
-            snap.preemptions_per_s is not None and snap.preemptions_per_s > th.preemptions_min_per_s,
-            "sequences preempted",
-        ),
-        (
-            "gpu_share",
-            snap.gpu_share,
-            th.gpu_share_reduced,
-            snap.gpu_share is not None and snap.gpu_share < th.gpu_share_reduced,
-            "effective/allocated GPU share",
-        ),
-    ):
-        if value is None:
-            continue
-        ev.append(Evidence(field, value, threshold=threshold, crossed=crossed, note=note))
+    # Unrolled (one if a field): a tuple of five-tuples built every window costs more than the checks.
+    kv, pre, share = snap.kv_cache_usage, snap.preemptions_per_s, snap.gpu_share
+    if kv is not None:
+        crossed = kv >= th.kv_cache_high
+        ev.append(Evidence("kv_cache_usage", kv, threshold=th.kv_cache_high, crossed=crossed, note="KV cache nearly full"))
+        strong += crossed
+    if pre is not None:
+        crossed = pre > th.preemptions_min_per_s
+        ev.append(Evidence("preemptions_per_s", pre, threshold=th.preemptions_min_per_s, crossed=crossed, note="sequences preempted"))
+        strong += crossed
+    if share is not None:
+        crossed = share < th.gpu_share_reduced
+        ev.append(Evidence("gpu_share", share, threshold=th.gpu_share_reduced, crossed=crossed, note="effective/allocated GPU share"))
         strong += crossed
     hits = 0
     for e in ev:

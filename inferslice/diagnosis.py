@@ -138,7 +138,9 @@ class Attribution:
         return out
 
 
-@dataclass(frozen=True)
+# slots, not frozen: one a window on the classifier's hot path (a frozen dataclass costs ~4x to
+# construct: object.__setattr__ per field). Treat as immutable all the same (``dataclasses.replace``).
+@dataclass(slots=True)
 class Diagnosis:
     slice: str
     regime: Regime
