@@ -502,8 +502,9 @@ def _median_drift(snap: SliceSnapshot, ph: Physics, th: Thresholds) -> bool:
 
 
 def _wan_tail_quiet(attribution: Attribution, ph: Physics, th: Thresholds) -> bool:
-    """At a full WAN link (not the edge), every TTFT statistic under ``wan_tail_ttft_ratio`` of its
-    reference, each of the two reported: the link delays no first token the window shows."""
+    """At a full WAN link (not the edge), both TTFT statistics reported and each under
+    ``wan_tail_ttft_ratio`` of its reference or within ``wan_tail_ttft_floor_s`` of it: the link
+    delays no first token the window shows."""
     if not ph.link.binding or ph.link.against != "wan":
         return False
     seen = 0
