@@ -437,7 +437,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         centre_missing = snap.ttft_p50_s is None and (snap.ttft_mean_s is not None or not p99_breached)
         if regime in (Regime.QUEUE_LIMITED, Regime.HEALTHY) and centre_missing and not slack:
             caps.append("TTFT judged without its median")
-        if unsure.prior_decides(ph, judge, regime, snap, th):
+        if unsure.prior_decides(ph, judge, regime, snap, th, rests_on):
             caps.append("a reference statistic the window lacked (derived by a prior) decides")
         # Judged (a reading with evidence) and none of those against a reference.
         if (ttft.evidence or tpot.evidence) and not ((ttft.evidence and ttft.used_reference) or (tpot.evidence and tpot.used_reference)):

@@ -7,6 +7,7 @@ requests, a thin margin) stay beside the margin in ``classify``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from inferslice.bottleneck import signals
@@ -95,12 +96,23 @@ def _ambiguous(obs: float | None, ref: float | None, lo: float, hi: float, facto
     return at_hi != at_lo
 
 
-def prior_decides(ph: Physics, judge: Judge, regime: Regime, snap: SliceSnapshot, th: Thresholds) -> bool:
+def prior_decides(ph: Physics, judge: Judge, regime: Regime, snap: SliceSnapshot, th: Thresholds, rests_on: Sequence[str] = ()) -> bool:
     """Does the verdict rest on a reference statistic the window lacked? A tail (or median) derived
     from the other one by a prior is checked across the plausible range of the tail ratio
-    (1 to ``tail_prior_max``); a fallback reference always leaves the verdict unsure."""
+    (1 to ``tail_prior_max``); a fallback reference always leaves the verdict unsure. ``rests_on``:
+    the statistics a binding verdict rests on (a tail that binds beside a judged median is one)."""
     refs = ph.refs
     span = th.tail_prior_max
+    if judge.tpot_stat == "tpot_p50" and "tpot_p99" in rests_on and refs.tpot_tail_kind != "ref":
+        # v9: the P99 TPOT binds alone beside a judged median (a full link, or a reported share drop,
+        # lets it count); its reference derived by the prior decides as much as the judged one would.
+        # Found on v8's blind set: s9063--c1-premium-w03 without ref_tpot_p99_s read confident network.
+        if refs.tpot_tail_kind == "fallback":
+            return True
+        ratio = th.tpot_tail_confirmed_ratio if ph.compute_confirmed else th.tpot_tail_inflation_ratio
+        lo, hi = 1.0 / th.tpot_tail_prior, span / th.tpot_tail_prior
+        if _ambiguous(snap.tpot_p99_s, refs.tpot_p99, lo, hi, ph.load_factor, ratio):
+            return True
     if judge.tpot_stat is not None:
         kind = refs.tpot_tail_kind if judge.tpot_stat == "tpot_p99" else refs.tpot_kind
         if kind == "fallback":
