@@ -101,17 +101,17 @@ def _pos(x: float | None) -> float | None:
     return x if x is not None and x > 0 else None
 
 
+def _centre(median: float | None, mean: float | None) -> float | None:
+    """The reference's centre: its median if positive, else its mean if positive (one call, not two)."""
+    if median is not None and median > 0:
+        return median
+    return mean if mean is not None and mean > 0 else None
+
+
 def references(snap: SliceSnapshot, th: Thresholds) -> Refs:
     slo = snap.slo_ttft_p99_s if snap.slo_ttft_p99_s is not None and snap.slo_ttft_p99_s > 0 else th.default_slo_ttft_p99_s
-    # ``_pos`` inlined: six calls a window on the hot path.
-    t50 = snap.ref_ttft_p50_s
-    if t50 is None or not t50 > 0:
-        t50 = snap.ref_ttft_mean_s
-        if t50 is None or not t50 > 0:
-            t50 = None
-    t99 = snap.ref_ttft_p99_s
-    if t99 is None or not t99 > 0:
-        t99 = None
+    t50 = _centre(snap.ref_ttft_p50_s, snap.ref_ttft_mean_s)
+    t99 = _pos(snap.ref_ttft_p99_s)
     tk, ttk = "ref", "ref"
     if t50 is None and t99 is None:
         t99, tk, ttk = slo * th.fallback_ttft_ref_slo_fraction, "fallback", "fallback"
@@ -120,14 +120,8 @@ def references(snap: SliceSnapshot, th: Thresholds) -> Refs:
         t99, ttk = (t50 or 0.0) * th.ttft_tail_prior, "tail_prior"
     elif t50 is None:
         t50, tk = t99 / th.ttft_tail_prior, "tail_prior"
-    p50 = snap.ref_tpot_p50_s
-    if p50 is None or not p50 > 0:
-        p50 = snap.ref_tpot_mean_s
-        if p50 is None or not p50 > 0:
-            p50 = None
-    p99 = snap.ref_tpot_p99_s
-    if p99 is None or not p99 > 0:
-        p99 = None
+    p50 = _centre(snap.ref_tpot_p50_s, snap.ref_tpot_mean_s)
+    p99 = _pos(snap.ref_tpot_p99_s)
     pk, ptk = "ref", "ref"
     if p50 is None and p99 is None:
         ceiling = snap.slo_tpot_p99_s if snap.slo_tpot_p99_s is not None and snap.slo_tpot_p99_s > 0 else th.fallback_tpot_s
