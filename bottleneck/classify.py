@@ -142,10 +142,10 @@ class _Judge:
             else:
                 ratio = th.ttft_inflation_ratio if stat == "ttft_p50" else th.ttft_tail_inflation_ratio
             thr = (ratio - 1.0) * (ref or 0.0)
-            br = not is_tpot and s.stat == "ttft_p99" and s.observed_s > slo and ex > 0
+            br = not is_tpot and stat == "ttft_p99" and s.observed_s > slo and ex > 0
             mat = (ex > 0 and ex >= thr * (1.0 - _EPS)) or br
-            judged = s.stat == tpot_stat and not median_drift if is_tpot else (s.stat == "ttft_p50" or br or not ttft_median)
-            rows.append((s.stat, is_tpot, ex, thr, mat, br, judged, (s.queue_s, s.network_s, s.compute_s)))
+            judged = stat == tpot_stat and not median_drift if is_tpot else (stat == "ttft_p50" or br or not ttft_median)
+            rows.append((stat, is_tpot, ex, thr, mat, br, judged, (s.queue_s, s.network_s, s.compute_s)))
             br_any = br_any or br
         self.rows = rows
         self.any_breached = br_any  # only the P99 TTFT can breach (the SLO's)

@@ -96,6 +96,13 @@ def _ambiguous(obs: float | None, ref: float | None, lo: float, hi: float, facto
     return at_hi != at_lo
 
 
+def _tpot_tail_flips(ph: Physics, snap: SliceSnapshot, th: Thresholds, ratio: float) -> bool:
+    """Would the P99 TPOT's materiality (at ``ratio``) flip for a tail reference anywhere in the
+    prior's range, 1 to ``tail_prior_max`` times the median (the reference P99 is the median's prior)?"""
+    prior = th.tpot_tail_prior
+    return _ambiguous(snap.tpot_p99_s, ph.refs.tpot_p99, 1.0 / prior, th.tail_prior_max / prior, ph.load_factor, ratio)
+
+
 def prior_decides(ph: Physics, judge: Judge, regime: Regime, snap: SliceSnapshot, th: Thresholds, rests_on: Sequence[str] = ()) -> bool:
     """Does the verdict rest on a reference statistic the window lacked? A tail (or median) derived
     from the other one by a prior is checked across the plausible range of the tail ratio
@@ -107,11 +114,8 @@ def prior_decides(ph: Physics, judge: Judge, regime: Regime, snap: SliceSnapshot
         # v9: the P99 TPOT binds alone beside a judged median (a full link, or a reported share drop,
         # lets it count); its reference derived by the prior decides as much as the judged one would.
         # Found on v8's blind set: s9063--c1-premium-w03 without ref_tpot_p99_s read confident network.
-        if refs.tpot_tail_kind == "fallback":
-            return True
         ratio = th.tpot_tail_confirmed_ratio if ph.compute_confirmed else th.tpot_tail_inflation_ratio
-        lo, hi = 1.0 / th.tpot_tail_prior, span / th.tpot_tail_prior
-        if _ambiguous(snap.tpot_p99_s, refs.tpot_p99, lo, hi, ph.load_factor, ratio):
+        if refs.tpot_tail_kind == "fallback" or _tpot_tail_flips(ph, snap, th, ratio):
             return True
     if judge.tpot_stat is not None:
         kind = refs.tpot_tail_kind if judge.tpot_stat == "tpot_p99" else refs.tpot_kind
@@ -119,17 +123,13 @@ def prior_decides(ph: Physics, judge: Judge, regime: Regime, snap: SliceSnapshot
             return True
         if kind == "tail_prior":
             if judge.tpot_stat == "tpot_p99":
-                obs, ref, lo, hi, ratio = (
-                    snap.tpot_p99_s,
-                    refs.tpot_p99,
-                    1.0 / th.tpot_tail_prior,
-                    span / th.tpot_tail_prior,
-                    th.tpot_tail_inflation_ratio,
-                )
+                flips = _tpot_tail_flips(ph, snap, th, th.tpot_tail_inflation_ratio)
             else:
                 tpot50 = snap.tpot_p50_s if snap.tpot_p50_s is not None else snap.tpot_mean_s
-                obs, ref, lo, hi, ratio = tpot50, refs.tpot_p50, th.tpot_tail_prior / span, th.tpot_tail_prior, th.tpot_inflation_ratio
-            if _ambiguous(obs, ref, lo, hi, ph.load_factor, ratio):
+                flips = _ambiguous(
+                    tpot50, refs.tpot_p50, th.tpot_tail_prior / span, th.tpot_tail_prior, ph.load_factor, th.tpot_inflation_ratio
+                )
+            if flips:
                 return True
     if regime in (Regime.QUEUE_LIMITED, Regime.HEALTHY):
         ttft50 = snap.ttft_p50_s if snap.ttft_p50_s is not None else snap.ttft_mean_s
