@@ -236,7 +236,10 @@ class _Judge:
         return any(r[4] and r[6] and r[7][k] >= 0.5 * r[3] * (1.0 - _EPS) for r in self.rows)
 
     def any_material(self, tpot: bool) -> bool:
-        return any(r[4] and r[6] for r in self.rows if r[1] is tpot)
+        for r in self.rows:  # noqa: SIM110 (a loop: a generator costs more on the hot path)
+            if r[1] is tpot and r[4] and r[6]:
+                return True
+        return False
 
     def largest(self) -> str | None:
         best, name = 0.0, None

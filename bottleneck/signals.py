@@ -32,6 +32,14 @@ class Reading:
     strong_hits: int = 0  # confirmations that are not mere utilisation
 
 
+def _any_crossed(ev: list[Evidence]) -> bool:
+    """Has any piece of evidence crossed its threshold? (A loop: a generator costs more here.)"""
+    for e in ev:  # noqa: SIM110
+        if e.crossed:
+            return True
+    return False
+
+
 def _absent(snap: SliceSnapshot, fields: tuple[str, ...]) -> tuple[str, ...]:
     """The fields of ``fields`` the snapshot lacks (a loop: on the hot path a generator costs more)."""
     out: list[str] = []
@@ -44,7 +52,7 @@ def _absent(snap: SliceSnapshot, fields: tuple[str, ...]) -> tuple[str, ...]:
 def _ratio_evidence(signal: str, value: float, ref: float, ratio: float, note: str, below: bool = False) -> Evidence:
     threshold = ref * ratio
     crossed = value < threshold if below else value >= threshold and value > ref
-    return Evidence(signal, value, reference=ref, threshold=threshold, crossed=crossed, note=note)
+    return Evidence(signal, value, ref, threshold, crossed, note)  # positional: cheaper on the hot path
 
 
 def slo_ttft_s(snap: SliceSnapshot, th: Thresholds) -> float:
@@ -68,7 +76,7 @@ def ttft(snap: SliceSnapshot, th: Thresholds, refs: Refs) -> Reading:
         ev.append(_ratio_evidence("ttft_p99_s_vs_ref", snap.ttft_p99_s, refs.ttft_p99, th.ttft_tail_inflation_ratio, note))
     if not ev:
         return Reading(None, missing=TTFT_FIELDS)
-    return Reading(any(e.crossed for e in ev), tuple(ev), used_reference=used_ref or snap.slo_ttft_p99_s is not None)
+    return Reading(_any_crossed(ev), tuple(ev), used_reference=used_ref or snap.slo_ttft_p99_s is not None)
 
 
 def tpot(snap: SliceSnapshot, th: Thresholds, refs: Refs) -> Reading:
@@ -111,7 +119,7 @@ def tpot(snap: SliceSnapshot, th: Thresholds, refs: Refs) -> Reading:
     if not ev:
         return Reading(None, missing=TPOT_FIELDS)
     missing = () if refs.tpot_kind != "fallback" else ("ref_tpot_p50_s",)
-    return Reading(any(e.crossed for e in ev), tuple(ev), missing=missing, used_reference=used_ref)
+    return Reading(_any_crossed(ev), tuple(ev), missing=missing, used_reference=used_ref)
 
 
 def tokens(snap: SliceSnapshot, th: Thresholds) -> Reading:

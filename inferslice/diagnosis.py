@@ -117,7 +117,8 @@ class LatencyShare:
         }
 
 
-@dataclass(frozen=True)
+# slots, not frozen: built once a window on the classifier's hot path (see Diagnosis). Treat as immutable.
+@dataclass(slots=True)
 class Attribution:
     """Where one window's latency goes: a ``LatencyShare`` per statistic the window carries, and
     each resource's fraction (0-1) of the latency excess (``excess_share``; the largest fraction over
