@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import textwrap
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -119,13 +120,54 @@ def render(table: Mapping[str, Sequence[tuple[float, float, int]]], provenance: 
     return "\n".join(lines) + "\n"
 
 
-def calibrate(windows: Sequence[LabelledWindow], seeds_text: str, corpus: Sequence[str], code_sha: str, out: Path) -> dict[str, Any]:
+_STEP = re.compile(r"\((float\(\"inf\"\)|[0-9.]+), ([0-9.]+)\),  # (\d+) windows")
+_REGIME = re.compile(r'^    "([a-z_]+)": \($')
+_PROVENANCE = re.compile(r"^PROVENANCE = \(\n(.*?)\n\)$", re.M | re.S)
+
+
+def read_table(text: str) -> tuple[dict[str, list[Step]], str]:
+    """A table file written by ``render``, read back: its steps (with their window counts) and provenance."""
+    table: dict[str, list[Step]] = {}
+    regime: str | None = None
+    for line in text.splitlines():
+        if (m := _REGIME.match(line)) is not None:
+            regime = m.group(1)
+            table[regime] = []
+        elif regime is not None and (s := _STEP.search(line)) is not None:
+            upper = float("inf") if s.group(1).startswith("float") else float(s.group(1))
+            table[regime].append((upper, float(s.group(2)), int(s.group(3))))
+    prov = _PROVENANCE.search(text)
+    provenance = "".join(json.loads(part.strip()) for part in prov.group(1).splitlines()) if prov is not None else ""
+    return table, provenance
+
+
+def calibrate(
+    windows: Sequence[LabelledWindow],
+    seeds_text: str,
+    corpus: Sequence[str],
+    code_sha: str,
+    out: Path,
+    regimes: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Fit every regime's steps, or (``regimes``) only those, keeping the others and their provenance
+    from the table ``out`` holds: a regime the table could not fit before (no uncapped verdict) is
+    fitted without refitting what was already fitted and validated."""
     table = fit(windows)
+    fitted = "every regime"
+    if regimes:
+        unknown = [r for r in regimes if r not in table]
+        if unknown:
+            raise ValueError(f"no uncapped verdict of {', '.join(unknown)} on these seeds: nothing to fit")
+        kept, old = read_table(out.read_text()) if out.exists() else ({}, "")
+        merged = {**{k: v for k, v in kept.items() if k not in regimes}, **{r: table[r] for r in regimes}}
+        table = dict(sorted(merged.items()))
+        fitted = ", ".join(regimes) + " only (the rest as fitted before: " + old + ")"
     counts = {r: sum(n for _, _, n in steps) for r, steps in table.items()}
+    refit = {r: counts[r] for r in (regimes or table)}
     provenance = (
-        f"isotonic fit (PAV, >= {MIN_BLOCK} windows a step) on the tune seeds {seeds_text} of {', '.join(corpus)}: "
-        f"{sum(counts.values())} uncapped verdicts of {len(windows)} windows x sources "
-        f"({', '.join(f'{r} {n}' for r, n in counts.items())}); classifier sha256 {code_sha[:16]}; "
+        f"isotonic fit (PAV, >= {MIN_BLOCK} windows a step) of {fitted} on the tune seeds {seeds_text} of {', '.join(corpus)}: "
+        f"{sum(refit.values())} uncapped verdicts of {len(windows)} windows x sources "
+        f"({', '.join(f'{r} {n}' for r, n in refit.items())}); classifier sha256 {code_sha[:16]}; "
         f"{dt.datetime.now(dt.UTC).strftime('%Y-%m-%d')}"
     )
     out.write_text(render(table, provenance))

@@ -32,6 +32,7 @@ import yaml
 from inferslice.bench import corpus_draws as draws
 from inferslice.bench import corpus_truth as truth
 from inferslice.bench.corpus_draws import Cause, RunPlan, TierPlan
+from inferslice.bench.corpus_windows import EDGE_CAP_KEY, EDGE_CAP_REPORTED
 from inferslice.bottleneck.reference import LearningPolicy, learn_reference
 from inferslice.collectors import MetricSource
 from inferslice.diagnosis import Diagnosis, Regime, SloState
@@ -425,6 +426,7 @@ def seed_windows(top: Topology, plan: RunPlan, runs: Mapping[str, Mapping[str, A
                     "seed": plan.seed,
                     "draw_version": plan.draw_version,
                     "code": code,
+                    EDGE_CAP_KEY: EDGE_CAP_REPORTED,
                     "run": label,
                     "tier": tp.tier,
                     "window": k,

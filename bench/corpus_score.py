@@ -350,6 +350,11 @@ def add_subcommands(csub: Any) -> None:
     c.add_argument("--corpus", action="append", type=Path, required=True, help="a corpus directory or windows.jsonl[.gz] (repeatable)")
     c.add_argument("--seeds", required=True, help="the tune seeds, A-B: never the test or blind ones")
     c.add_argument("--write", type=Path, default=None, help="the table file (default: bottleneck/calibration.py in the repository)")
+    c.add_argument(
+        "--regimes",
+        default="",
+        help="refit only these regimes (comma-separated, e.g. compute_limited); the others stay as the table has them",
+    )
     text = "choose the classifier's thresholds on the tune seeds (coordinate descent; writes tune.json)"
     t = csub.add_parser("tune", help=text, description=text)
     t.add_argument("--corpus", action="append", type=Path, required=True, help="a corpus directory or windows.jsonl[.gz] (repeatable)")
@@ -377,7 +382,8 @@ def main(args: argparse.Namespace, root: Path) -> int:
         return 0
     target = args.write or root / "bottleneck" / "calibration.py"
     sha = code_hash(root, exclude=("bottleneck/calibration.py",))["sha256"]  # the classifier the table is fitted on
-    out = calibrate.calibrate(ws, args.seeds, [str(c) for c in args.corpus], sha, target)
+    regimes = tuple(r for r in args.regimes.split(",") if r)
+    out = calibrate.calibrate(ws, args.seeds, [str(c) for c in args.corpus], sha, target, regimes)
     for regime, steps in out["table"].items():
         print(f"{regime}: " + ", ".join(f"<= {u:.2f}: {p:.3f} ({n})" for u, p, n in steps))
     print(f"wrote {target}")

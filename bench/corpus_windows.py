@@ -34,6 +34,10 @@ ISSUE9_CORPUS = Path("bench/results/diagnosis/corpus.jsonl")
 RESULTS = Path("bench/results/diagnosis")
 WINDOWS_NAMES = ("windows.jsonl", "windows.jsonl.gz")
 SOURCES = ("prometheus", "embedded")
+# Lines written since the collectors report an uncapped edge's cap at the link's physical rate carry
+# this key; older lines are read as the collectors read the same HTB class now (``as_collected_now``).
+EDGE_CAP_KEY = "edge_cap"
+EDGE_CAP_REPORTED = "uncapped at the physical rate"
 _LEARN = LearningPolicy(alpha=0.1, min_confidence=0.0, min_samples=1)  # as the generator learns the inline reference
 _HEALTHY = Diagnosis(slice="", regime=Regime.HEALTHY, confidence=1.0, slo=SloState.MET)
 
@@ -97,6 +101,19 @@ def _saturations(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[int, str, str]
     return out
 
 
+def as_collected_now(snap: Mapping[str, Any]) -> dict[str, Any]:
+    """A snapshot recorded before the collectors clamped the edge's cap (issue 17, 2026-12-06), as
+    they read the same window now. The testbed's HTB exports the client-edge class's ceil on every
+    window; uncapped, that is the 10 Gbit/s line rate, which the collectors dropped (``< nominal``)
+    and now report at ``link_capacity_bps`` (``clamp_max``). So a recorded window with the link's
+    rate and its physical rate but no cap was an uncapped edge: no corpus window lost the gauge
+    otherwise (those without a cap cause either have a cap or lack the link altogether)."""
+    out = dict(snap)
+    if out.get("link_cap_bps") is None and out.get("link_rx_bps") is not None and out.get("link_capacity_bps") is not None:
+        out["link_cap_bps"] = out["link_capacity_bps"]
+    return out
+
+
 def labelled(rows: Iterable[Mapping[str, Any]], sources: Sequence[str] = SOURCES) -> list[LabelledWindow]:
     """Every (window, source) view of issue-17 corpus lines; a source that recorded nothing is left out."""
     rows = list(rows)
@@ -104,10 +121,13 @@ def labelled(rows: Iterable[Mapping[str, Any]], sources: Sequence[str] = SOURCES
     out: list[LabelledWindow] = []
     for r in rows:
         seed, tier = int(r["seed"]), str(r["tier"])
+        fill = r.get(EDGE_CAP_KEY) != EDGE_CAP_REPORTED
         for src in sources:
             snap = (r.get("snapshots") or {}).get(src)
             if not snap:
                 continue
+            if fill:
+                snap = as_collected_now(snap)
             learned = refs.get((seed, tier, src))
             ref = (
                 Reference(tokens_per_s_saturation=learned.tokens_per_s_saturation, source="learned", samples=learned.samples)

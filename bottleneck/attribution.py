@@ -50,6 +50,10 @@ class LinkState:
     bits_per_token: float | None = None
     token_rate_max: float | None = None  # the highest token rate the link can carry
     pacing_floor_s: float | None = None  # the TPOT the link imposes on the streams in flight
+    # The window reports the edge's cap: one below the physical rate ("cap"), or one at or above it,
+    # which is no cap (the collectors' reading of an uncapped edge). With "capacity" and no cap
+    # reported, a cap the window does not show could still bind.
+    cap_reported: bool = False
 
 
 # slots, not frozen: built on the classifier's hot path every window (a frozen dataclass costs ~2x to
@@ -161,17 +165,20 @@ def link_state(snap: SliceSnapshot, th: Thresholds) -> LinkState:
         if ge(util, th.link_binding_ratio):
             # A full WAN link paces every stream across it (its buffer's queue and the losses it
             # drops): the slice's own bits per token do not set its rate, the link's share does.
-            return LinkState(True, True, util, "wan", edge.bits_per_token)
+            return LinkState(True, True, util, "wan", edge.bits_per_token, cap_reported=edge.cap_reported)
     return edge
 
 
 def _edge_state(snap: SliceSnapshot, th: Thresholds) -> LinkState:
     rx = snap.link_rx_bps
-    cap, against = _pos(snap.link_cap_bps), "cap"
-    if cap is None:
-        cap, against = _pos(snap.link_capacity_bps), "capacity"
+    cap, capacity, against = _pos(snap.link_cap_bps), _pos(snap.link_capacity_bps), "cap"
+    reported = cap is not None
+    if cap is None or (capacity is not None and cap >= capacity):
+        # No cap reported, or one at or above the physical rate (an uncapped edge, as the
+        # collectors report it): the link is judged against its physical rate.
+        cap, against = capacity, "capacity"
     if rx is None or cap is None:
-        return LinkState(False, False)
+        return LinkState(False, False, cap_reported=reported)
     util = rx / cap
     rate = _pos(snap.output_tokens_per_s)
     bpt = rx / rate if rate is not None and rx > 0 else None
@@ -191,6 +198,7 @@ def _edge_state(snap: SliceSnapshot, th: Thresholds) -> LinkState:
         bpt if bpt is not None and isfinite(bpt) else None,
         token_max if token_max is not None and isfinite(token_max) else None,
         floor if floor is not None and isfinite(floor) else None,
+        reported,
     )
 
 

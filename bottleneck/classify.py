@@ -424,7 +424,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             slack = unsure.resources_slack(ph, snap, th)
             if not slack:  # slack gauges decide without the latency statistics (and their references)
                 caps.extend(unsure.healthy_caps(ph, has_ttft, has_tpot))
-            caps.extend(unsure.healthy_tail_caps(judge, ph, snap, material_delay))
+            caps.extend(unsure.healthy_tail_caps(judge, ph, snap, material_delay, th))
             if ph.link.binding:
                 note = "link at its cap but token delivery holds: utilisation alone is not a bottleneck"
     p99_breached = judge.any_breached

@@ -55,8 +55,9 @@ class Evaluator:
             return {s: v * self.window_s for s, v in self.rate_sum(spec.counter).items()}
         if isinstance(spec, Gauge):
             out = self.gauge(spec.agg, spec.metrics, spec.matchers)
-            if spec.below is not None:
-                out = {s: v for s, v in out.items() if v < spec.below}
+            if spec.at_most is not None:
+                top = spec.at_most
+                out = {s: min(v, top) for s, v in out.items()}  # PromQL clamp_max: NaN stays NaN
             return out
         if isinstance(spec, GpuJoin):
             return self.gpu_join(spec.utilization, spec.allocated)

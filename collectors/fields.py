@@ -8,8 +8,10 @@ produce the same fields from the same metrics.
 Choices worth knowing (the PromQL of each field is in ``render_promql``):
 
 - ``link_cap_bps``: the smallest ``receive`` cap among the slice's series on the configured link
-  (the one ``link_rx_bps`` is measured on). No series, or a cap at or above the nominal link speed,
-  means uncapped and is reported as ``None`` (there is no cap to be near).
+  (the one ``link_rx_bps`` is measured on), clamped to the nominal link speed
+  (``FieldSettings.nominal_link_bps``): an uncapped class (HTB ceil at the line rate) reads as a cap
+  equal to ``link_capacity_bps``, which the classifier takes as "no cap" explicitly. No series
+  reports ``None``: the cap is unknown, not absent.
 - ``requests_waiting``: engine-waiting plus router-held (``inferslice_serve_queued_requests``): Ray
   Serve holds excess requests back at the router, so in the paper's setting those are the queue.
   Where only one of the two is exported, it alone is reported.
@@ -70,12 +72,13 @@ class Increase:
 
 @dataclass(frozen=True)
 class Gauge:
-    """``agg by (slice) (metric{matchers})`` over one or several metric names, optionally ``< below``."""
+    """``agg by (slice) (metric{matchers})`` over one or several metric names, optionally clamped to
+    ``at_most`` (``clamp_max``)."""
 
     agg: Agg
     metrics: tuple[str, ...]
     matchers: Matchers = ()
-    below: float | None = None
+    at_most: float | None = None
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,10 @@ def field_specs(settings: FieldSettings) -> dict[str, Spec]:
         "tpot_request_count": Increase(tpot + "_count"),
         "link_rx_bps": RateSum(m.LINK_RECEIVE_BYTES, link, scale=8.0),
         "link_tx_bps": RateSum(m.LINK_TRANSMIT_BYTES, link, scale=8.0),
-        "link_cap_bps": Gauge("min", (m.LINK_CAP_BPS,), (*link, ("direction", "receive")), below=settings.nominal_link_bps),
+        # Clamped, not dropped, at the physical rate: an uncapped edge (HTB ceil at the line rate)
+        # is reported as a cap equal to ``link_capacity_bps``, so the classifier can tell "no cap"
+        # from "no cap gauge" (which a cap it did not see could hide behind).
+        "link_cap_bps": Gauge("min", (m.LINK_CAP_BPS,), (*link, ("direction", "receive")), at_most=settings.nominal_link_bps),
         "requests_waiting": Gauge("sum", (m.ENGINE_WAITING, m.SERVE_QUEUED)),
         "requests_running": Gauge("sum", (m.ENGINE_RUNNING,)),
         "queue_time_p99_s": Quantile(0.99, m.ENGINE_QUEUE_TIME),
@@ -208,7 +214,7 @@ def render_promql(spec: Spec, slices: tuple[str, ...], window_s: float) -> str:
             names = "|".join(spec.metrics)
             vec = _selector("", f"__name__=~{_quote(names)},{sel}", spec.matchers)
         expr = f"{spec.agg} by (slice) ({vec})"
-        return expr if spec.below is None else f"{expr} < {float(spec.below)!r}"
+        return expr if spec.at_most is None else f"clamp_max({expr}, {float(spec.at_most)!r})"
     if isinstance(spec, GpuJoin):
         hosts = f"count by (slice, pop, gpu) ({_selector(spec.allocated, sel)} > 0) * 0 + 1"
         return f"avg by (slice) (({hosts}) * on (pop, gpu) group_left () max by (pop, gpu) ({spec.utilization}))"

@@ -32,7 +32,7 @@ not; a PoP group's round reads these terms too (its matcher admits an empty ``po
 Term ids are derived from the spec (``quantile:0.99:<histogram>``, ``rate:<counter>{matchers}``),
 not from the field, so one rule file serves both perspectives and every ``FieldSettings`` whose
 terms it records (the generator records the engine and the client perspective for the default
-link); a scale factor or a ``< below`` filter is applied when the round assembles the field.
+link); a scale factor or an ``at_most`` clamp is applied when the round assembles the field.
 """
 
 from __future__ import annotations
@@ -170,9 +170,9 @@ def value_of(spec: Spec, window_s: float, terms: Mapping[str, float]) -> float |
         return None if v is None else spec.scale * v
     if isinstance(spec, Gauge):
         v = get(found[0])
-        if v is None or (spec.below is not None and not v < spec.below):
-            return None
-        return v
+        if v is None or spec.at_most is None:
+            return v
+        return min(v, spec.at_most)
     if isinstance(spec, (Quantile, Increase, WanPath)):
         return get(found[0])
     for option in spec.options if isinstance(spec, FirstOf) else ():
@@ -217,14 +217,14 @@ def assembler(spec: Spec, window_s: float) -> Callable[[Mapping[str, float]], fl
             return None if v is None else scale * v
 
         return scaled
-    if isinstance(spec, Gauge) and spec.below is not None:
-        below = spec.below
+    if isinstance(spec, Gauge) and spec.at_most is not None:
+        top = spec.at_most
 
-        def under(terms: Mapping[str, float]) -> float | None:
+        def clamped(terms: Mapping[str, float]) -> float | None:
             v = get(terms, 0)
-            return v if v is not None and v < below else None
+            return v if v is None else min(v, top)
 
-        return under
+        return clamped
     return lambda terms: get(terms, 0)
 
 

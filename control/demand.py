@@ -59,7 +59,7 @@ def demand_bps(ss: SliceState, p: TierPolicy, st: ControlState, arrivals_rps: fl
     snap = ss.snapshot
     if snap is None:
         return None
-    carried = snap.link_rx_bps if snap.link_rx_bps is not None else (ss.cap_bps or snap.link_cap_bps)
+    carried = snap.link_rx_bps if snap.link_rx_bps is not None else (ss.cap_bps or snap.edge_cap_bps)
     if carried is None:
         return None
     k = 1.0

@@ -92,7 +92,7 @@ def measured_under(c: Check, d: Diagnosis, ss: SliceState, p: TierPolicy, now_s:
     if end - length < since - 1e-9:
         return False
     if c.kind is ActionKind.SET_CAP:
-        v, seen = _num(c.value), snap.link_cap_bps if snap is not None else None
+        v, seen = _num(c.value), snap.edge_cap_bps if snap is not None else None
         return v is not None and (seen is None or abs(seen - v) <= CAP_MATCH * v)
     return True
 

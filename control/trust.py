@@ -38,7 +38,7 @@ CAP_MATCH = 0.05  # a reported cap within 5 % of the actuated one is that cap (H
 def link_pinned(ss: SliceState, ratio: float) -> bool:
     """The tier's edge link carries at least ``ratio`` of its cap this window."""
     snap = ss.snapshot
-    cap = ss.cap_bps if ss.cap_bps is not None else (snap.link_cap_bps if snap is not None else None)
+    cap = ss.cap_bps if ss.cap_bps is not None else (snap.edge_cap_bps if snap is not None else None)
     rx = snap.link_rx_bps if snap is not None else None
     return cap is not None and cap > 0 and rx is not None and rx >= ratio * cap
 
@@ -84,7 +84,7 @@ def cap_unseen(diagnosis: Diagnosis | None, ss: SliceState, st: ControlState, wi
     began before the latest applied cap change. Acting on it would raise the cap again for a squeeze
     already answered (the demo raised 0.5 -> 1.5 -> 4.5 Mbit/s so, with 1.5 enough)."""
     snap = ss.snapshot
-    seen = snap.link_cap_bps if snap is not None else None
+    seen = snap.edge_cap_bps if snap is not None else None  # an uncapped edge reports none: nothing to match
     if seen is not None and ss.cap_bps is not None and abs(seen - ss.cap_bps) > CAP_MATCH * ss.cap_bps:
         return True
     end = diagnosis.window_end_s if diagnosis is not None else None

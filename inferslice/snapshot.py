@@ -57,7 +57,9 @@ class SliceSnapshot:
     link_rx_bps: float | None = None
     link_tx_bps: float | None = None
     link_cap_bps: float | None = None
-    link_capacity_bps: float | None = None  # the interface's physical rate: what an uncapped link is judged against
+    # The interface's physical rate: what an uncapped link is judged against. The collectors report an
+    # uncapped edge's cap as this rate (a cap at or above it is no cap); ``edge_cap_bps`` reads it so.
+    link_capacity_bps: float | None = None
     # The WAN links the slice's replicas reach the gateway over (none: every replica at the gateway):
     # the fullest one (delivered / physical rate) by what it carries toward the gateway, all traffic
     # on it counted (other tiers', cross-traffic), and its physical rate; the one whose measured
@@ -110,6 +112,15 @@ class SliceSnapshot:
         if all(v is None for v in inline):
             return None
         return ref
+
+    @property
+    def edge_cap_bps(self) -> float | None:
+        """The tier's client-edge cap where one holds below the link's physical rate; None where the
+        edge is uncapped (its cap reported at or above ``link_capacity_bps``) or no cap is reported."""
+        cap, capacity = self.link_cap_bps, self.link_capacity_bps
+        if cap is None or (capacity is not None and capacity > 0 and cap >= capacity):
+            return None
+        return cap
 
     def with_reference(self, ref: Reference) -> SliceSnapshot:
         """Fill the ``ref_*`` fields from a learned/configured reference where the input left them out."""

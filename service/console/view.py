@@ -43,6 +43,13 @@ class LinkSample:
     rtt_s: float | None = None
 
 
+def _edge_cap(snap: Mapping[str, Any]) -> float | None:
+    """The snapshot's client-edge cap where it holds below the link's physical rate (the collectors
+    report an uncapped edge's cap at that rate: no cap, shown as the tier's configured one)."""
+    cap, capacity = _num(snap.get("link_cap_bps")), _num(snap.get("link_capacity_bps"))
+    return None if cap is None or (capacity is not None and capacity > 0 and cap >= capacity) else cap
+
+
 def _num(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -157,7 +164,7 @@ def tier_block(
     last_ts = _num(diag.get("ts"))
     age = None if last_ts is None else max(0.0, now_s - last_ts)
     replicas = _num(snap.get("replicas"))
-    cap = _num(snap.get("link_cap_bps"))
+    cap = _edge_cap(snap)
     last = history.points[-1] if history.points else None
     return {
         "name": tier.name,
@@ -224,7 +231,7 @@ def topology_block(
     edges = []
     for tier in topology.tiers:
         snap = snapshots.get(tier.name) or {}
-        cap = _num(snap.get("link_cap_bps"))
+        cap = _edge_cap(snap)
         edges.append(
             {
                 "tier": tier.name,

@@ -237,3 +237,23 @@ def test_the_blind_score_refuses_code_that_is_not_the_frozen_one(tmp_path: Path)
     with pytest.raises(ValueError, match="not the frozen one"):
         run(args, ROOT)
     assert not (tmp_path / "out").exists()  # nothing scored
+
+
+def test_calibrate_refits_only_the_named_regimes_and_keeps_the_rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--regimes compute_limited``: the new regime's steps come from this fit; every other regime's
+    steps, window counts and provenance are the table's as it was (read back from the file)."""
+    from inferslice.bench import calibrate as cal
+
+    before = {"healthy": [(2.0, 0.93, 252), (float("inf"), 0.98, 2875)], "queue_limited": [(float("inf"), 0.89, 254)]}
+    table_file = tmp_path / "calibration.py"
+    table_file.write_text(render(before, "fitted on seeds 1-2 of corpus A"))
+    assert cal.read_table(table_file.read_text()) == (before, "fitted on seeds 1-2 of corpus A")
+    fresh = {"compute_limited": [(1.9, 0.73, 165), (float("inf"), 0.82, 258)], "healthy": [(float("inf"), 0.5, 40)]}
+    monkeypatch.setattr(cal, "fit", lambda windows: fresh)
+    out = cal.calibrate([], "3-4", ["corpus B"], "ab" * 32, table_file, regimes=("compute_limited",))
+    table, provenance = cal.read_table(table_file.read_text())
+    assert table == {"compute_limited": fresh["compute_limited"], "healthy": before["healthy"], "queue_limited": before["queue_limited"]}
+    assert "compute_limited only" in provenance and "fitted on seeds 1-2 of corpus A" in provenance and "3-4" in provenance
+    assert out["counts"]["compute_limited"] == 423
+    with pytest.raises(ValueError, match="network_limited"):
+        cal.calibrate([], "3-4", ["corpus B"], "ab" * 32, table_file, regimes=("network_limited",))

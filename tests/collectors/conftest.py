@@ -264,7 +264,7 @@ EXPECTED: dict[str, dict[str, float | None]] = {
         "tpot_request_count": 200.0,
         "link_rx_bps": 200000.0,
         "link_tx_bps": 40000.0,
-        "link_cap_bps": None,  # a cap at the nominal 10 Gb/s is no cap
+        "link_cap_bps": 1e10,  # a cap at the nominal 10 Gb/s is no cap: reported at the link's physical rate
         "requests_waiting": 0.0,
         "requests_running": 5.0,
         "queue_time_p99_s": None,  # no queue-time histogram for premium

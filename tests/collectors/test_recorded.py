@@ -4,7 +4,7 @@
    group: at the instant the group last evaluated, the recorded round (three queries) gives every
    field the raw round (one query per field) gives at that instant.
 2. Across PoPs, pure: parts that add up are summed, quantiles keep the highest PoP's, NaN parts
-   (no observations at a PoP) say nothing, a gauge's ``below`` and a field's scale apply after the
+   (no observations at a PoP) say nothing, a gauge's ``at_most`` clamp and a field's scale apply after the
    join, and ``FirstOf`` falls through to its second option only where the first is missing.
 """
 
@@ -116,7 +116,7 @@ def test_parts_of_several_pops_join_by_their_family() -> None:
         ("sum", "a", tokens, 100.0), ("sum", "a", tokens, 50.0),
         ("sum", "a", ttft_sum, 3.0), ("sum", "a", ttft_count, 10.0), ("sum", "a", ttft_sum, 1.0), ("sum", "a", ttft_count, 10.0),
         ("sum", "a", rx, 1000.0), ("min", "a", cap, 2e6), ("min", "a", cap, 5e5),
-        ("min", "b", cap, 2e10),  # at or above the nominal link rate: no cap
+        ("min", "b", cap, 2e10),  # above the nominal link rate: no cap, reported at the physical rate
         ("max", "b", p99, math.nan),
     ]  # fmt: skip
     joined = rec.combine(parts)  # type: ignore[arg-type]
@@ -126,7 +126,7 @@ def test_parts_of_several_pops_join_by_their_family() -> None:
     assert rec.value_of(specs["ttft_mean_s"], 8.0, a) == pytest.approx(0.2)  # (3 + 1) / (10 + 10), not the mean of the means
     assert rec.value_of(specs["link_rx_bps"], 8.0, a) == 8000.0  # the field's scale, bytes to bits
     assert rec.value_of(specs["link_cap_bps"], 8.0, a) == 5e5
-    assert rec.value_of(specs["link_cap_bps"], 8.0, b) is None
+    assert rec.value_of(specs["link_cap_bps"], 8.0, b) == 1e10  # FieldSettings' nominal 10 Gbit/s
     assert rec.value_of(specs["ttft_p99_s"], 8.0, b) is None
     # request_rate: the SLO counter's rate where there is one, else the TTFT histogram's count
     assert rec.value_of(specs["request_rate"], 8.0, a) == 20.0
