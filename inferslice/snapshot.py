@@ -117,10 +117,7 @@ class SliceSnapshot:
     def edge_cap_bps(self) -> float | None:
         """The tier's client-edge cap where one holds below the link's physical rate; None where the
         edge is uncapped (its cap reported at or above ``link_capacity_bps``) or no cap is reported."""
-        cap, capacity = self.link_cap_bps, self.link_capacity_bps
-        if cap is None or (capacity is not None and capacity > 0 and cap >= capacity):
-            return None
-        return cap
+        return edge_cap(self.link_cap_bps, self.link_capacity_bps)
 
     def with_reference(self, ref: Reference) -> SliceSnapshot:
         """Fill the ``ref_*`` fields from a learned/configured reference where the input left them out."""
@@ -143,6 +140,15 @@ class SliceSnapshot:
             return {k: v for k in names if (v := getattr(self, k)) is not None}
         return {k: getattr(self, k) for k in names}
 
+
+
+def edge_cap(cap_bps: float | None, capacity_bps: float | None) -> float | None:
+    """A client-edge cap where it holds below the link's physical rate, else None: the collectors
+    report an uncapped edge's cap at that rate (``SliceSnapshot.edge_cap_bps``; the console reads
+    snapshots as JSON and asks the same question here)."""
+    if cap_bps is None or (capacity_bps is not None and capacity_bps > 0 and cap_bps >= capacity_bps):
+        return None
+    return cap_bps
 
 _FIELD_NAMES: list[tuple[str, ...]] = []
 

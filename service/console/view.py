@@ -19,6 +19,7 @@ from typing import Any
 
 from inferslice.actions import JUDGED_OUTCOMES, OUTCOME_INEFFECTIVE
 from inferslice.diagnosis import CONFIDENT
+from inferslice.snapshot import edge_cap
 from inferslice.topology import Tier, Topology, parse_slot
 
 COMPONENTS: tuple[str, ...] = ("queue", "network", "compute", "base")
@@ -44,10 +45,9 @@ class LinkSample:
 
 
 def _edge_cap(snap: Mapping[str, Any]) -> float | None:
-    """The snapshot's client-edge cap where it holds below the link's physical rate (the collectors
-    report an uncapped edge's cap at that rate: no cap, shown as the tier's configured one)."""
-    cap, capacity = _num(snap.get("link_cap_bps")), _num(snap.get("link_capacity_bps"))
-    return None if cap is None or (capacity is not None and capacity > 0 and cap >= capacity) else cap
+    """The snapshot's client-edge cap where it holds below the link's physical rate (an uncapped
+    edge reads as none, shown as the tier's configured one)."""
+    return edge_cap(_num(snap.get("link_cap_bps")), _num(snap.get("link_capacity_bps")))
 
 
 def _num(value: Any) -> float | None:

@@ -187,3 +187,19 @@ def test_the_diagnosis_block_carries_confidence_and_the_request_count() -> None:
     )
     free = next(t for t in low["tiers"] if t["name"] == "free")  # type: ignore[union-attr]
     assert free["diagnosis"]["confident"] is False and free["diagnosis"]["request_count"] == 4.0
+
+
+def test_an_uncapped_edge_reported_at_its_physical_rate_shows_the_configured_cap() -> None:
+    """The collectors report an uncapped edge's cap at 10 Gbit/s (issue 17, v10): the console shows
+    no cap of its own there (the tier's configured one), and a cap below the rate as measured."""
+
+    def edge(snapshot: dict[str, float]) -> object:
+        state = console_state(
+            TOPO, {"free": snapshot}, {}, {}, {"pending": [], "timeline": [], "alerts": []}, {}, [], 1.0, None, ConsoleSettings()
+        )
+        free = next(t for t in state["tiers"] if t["name"] == "free")  # type: ignore[union-attr]
+        return free["client_edge"]["cap_bps"]
+
+    configured = TOPO.tier("free").client_cap_bps
+    assert edge({"link_cap_bps": 1e10, "link_capacity_bps": 1e10, "link_rx_bps": 1e6}) == configured
+    assert edge({"link_cap_bps": 7e5, "link_capacity_bps": 1e10, "link_rx_bps": 4e5}) == 7e5
