@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from inferslice.bottleneck.thresholds import Thresholds
 from inferslice.diagnosis import Attribution, LatencyShare
-from inferslice.snapshot import SliceSnapshot
+from inferslice.snapshot import SliceSnapshot, edge_cap
 
 
 # slots, not frozen: built on the classifier's hot path every window (a frozen dataclass costs ~2x to
@@ -52,8 +52,13 @@ class LinkState:
     pacing_floor_s: float | None = None  # the TPOT the link imposes on the streams in flight
     # The window reports the edge's cap: one below the physical rate ("cap"), or one at or above it,
     # which is no cap (the collectors' reading of an uncapped edge). With "capacity" and no cap
-    # reported, a cap the window does not show could still bind.
+    # reported, a cap the window does not show could still bind (``cap_unseen``).
     cap_reported: bool = False
+
+    @property
+    def cap_unseen(self) -> bool:
+        """Judged against a physical rate with no cap reported: a cap the window does not show could bind."""
+        return self.against != "cap" and not self.cap_reported
 
 
 # slots, not frozen: built on the classifier's hot path every window (a frozen dataclass costs ~2x to
@@ -171,12 +176,12 @@ def link_state(snap: SliceSnapshot, th: Thresholds) -> LinkState:
 
 def _edge_state(snap: SliceSnapshot, th: Thresholds) -> LinkState:
     rx = snap.link_rx_bps
-    cap, capacity, against = _pos(snap.link_cap_bps), _pos(snap.link_capacity_bps), "cap"
-    reported = cap is not None
-    if cap is None or (capacity is not None and cap >= capacity):
-        # No cap reported, or one at or above the physical rate (an uncapped edge, as the
-        # collectors report it): the link is judged against its physical rate.
-        cap, against = capacity, "capacity"
+    reported = _pos(snap.link_cap_bps) is not None
+    # No cap reported, or one at or above the physical rate (an uncapped edge, as the collectors
+    # report it: ``snapshot.edge_cap``): the link is judged against its physical rate.
+    cap, against = _pos(edge_cap(snap.link_cap_bps, snap.link_capacity_bps)), "cap"
+    if cap is None:
+        cap, against = _pos(snap.link_capacity_bps), "capacity"
     if rx is None or cap is None:
         return LinkState(False, False, cap_reported=reported)
     util = rx / cap

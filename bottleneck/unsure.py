@@ -41,7 +41,7 @@ def binding_caps(
     if primary == "compute":
         if not ph.link.known:
             caps.append("link unknown: a cap could take the TPOT share")
-        elif ph.link.against != "cap" and not ph.link.cap_reported:
+        elif ph.link.cap_unseen:
             caps.append("link judged against its physical rate only: a cap the window did not report could take the TPOT share")
         if not ph.load_known:
             caps.append("throughput or its reference unknown: load cannot be told from contention")
@@ -59,7 +59,7 @@ def binding_caps(
         caps.append("no TPOT: a binding link could take this TTFT as first-chunk delivery")
     if not ph.link.known:
         caps.append("link unknown: a binding link could take this TTFT as first-chunk delivery")
-    elif ph.link.against != "cap" and not ph.link.cap_reported and network_could:
+    elif ph.link.cap_unseen and network_could:
         caps.append("link judged against its physical rate only while TPOT shows contention")
     elif not ph.link.binding and network_could and (snap.wan_rx_bps is None or snap.wan_capacity_bps is None):
         caps.append("WAN path unknown while TPOT shows contention: a full WAN link could take this TTFT")
@@ -110,7 +110,8 @@ def _tpot_tail_flips(ph: Physics, snap: SliceSnapshot, th: Thresholds, ratio: fl
 def prior_decides(ph: Physics, judge: Judge, regime: Regime, snap: SliceSnapshot, th: Thresholds, rests_on: Sequence[str] = ()) -> bool:
     """Does the verdict rest on a reference statistic the window lacked? A tail (or median) derived
     from the other one by a prior is checked across the plausible range of the tail ratio
-    (1 to ``tail_prior_max``); a fallback reference always leaves the verdict unsure. ``rests_on``:
+    (1 to ``tail_prior_max``; 1 to ``tail_prior_max_beside_median`` for a tail that binds beside a
+    median at its reference); a fallback reference always leaves the verdict unsure. ``rests_on``:
     the statistics a binding verdict rests on (a tail that binds beside a judged median is one)."""
     refs = ph.refs
     span = th.tail_prior_max
@@ -227,7 +228,7 @@ def resources_slack(ph: Physics, snap: SliceSnapshot, th: Thresholds) -> bool:
     link = ph.link
     if not link.known or link.utilization is None or link.utilization > th.slack_utilization_max or link.against not in ("cap", "capacity"):
         return False
-    if link.against == "capacity" and not link.cap_reported:  # a cap the window did not report could pace TPOT
+    if link.cap_unseen:  # a cap the window did not report could pace TPOT
         tpot50, ref = snap.tpot_p50_s, ph.refs.tpot_p50
         if tpot50 is None or ref is None or ph.refs.tpot_kind != "ref" or tpot50 > th.tpot_inflation_ratio * ref:
             return False

@@ -141,14 +141,14 @@ class SliceSnapshot:
         return {k: getattr(self, k) for k in names}
 
 
-
 def edge_cap(cap_bps: float | None, capacity_bps: float | None) -> float | None:
     """A client-edge cap where it holds below the link's physical rate, else None: the collectors
     report an uncapped edge's cap at that rate (``SliceSnapshot.edge_cap_bps``; the console reads
-    snapshots as JSON and asks the same question here)."""
+    snapshots as JSON, the classifier its link state, and ask the same question here)."""
     if cap_bps is None or (capacity_bps is not None and capacity_bps > 0 and cap_bps >= capacity_bps):
         return None
     return cap_bps
+
 
 _FIELD_NAMES: list[tuple[str, ...]] = []
 
