@@ -15,7 +15,9 @@ network and compute (and an unexplained ``base``). The regimes follow from that 
 - a cause the window measures directly binds by itself: a WAN RTT step that adds at least
   ``delay_material_slo_fraction`` of the SLO to every first token (6 s windows' TTFT histogram
   quantiles cannot resolve it), and at a full link the P99 TTFT counts beside a median at its
-  reference (first chunks wait in the link's buffer, the median's often do not);
+  reference (first chunks wait in the link's buffer, the median's often do not), and the network
+  binds through a TTFT statistic from 1.5x its reference (``ttft_link_inflation_ratio``, v11; the
+  queue and compute keep their 3x);
 - healthy: nothing binds. An SLO at risk shows in ``slo`` and ``slo_signal``, never in the regime.
   A tier with nothing served, running or waiting in the window is healthy (idle), not unknown.
   A standing queue at the replica ceiling is the one binding signature read from gauges alone (a
@@ -30,7 +32,7 @@ at ``UNSURE`` (0.55), below ``CONFIDENT`` (0.6), whatever its margin: throughput
 cannot explain TPOT), the link unknown or judged against the physical rate only (a cap could take
 the TPOT share), a fallback reference, a queue verdict with no queue seen (or, at a full link,
 without the gauge and both TPOT statistics), too few requests for the quantile the verdict rests
-on. Removing a field therefore never turns a confident verdict into a different confident one
+on (one binding through several medians rests on those its counts bound, v11). Removing a field therefore never turns a confident verdict into a different confident one
 (property-tested, and tested over every committed corpus window).
 """
 
@@ -142,10 +144,16 @@ class _Judge:
             else:
                 ratio = th.ttft_inflation_ratio if stat == "ttft_p50" else th.ttft_tail_inflation_ratio
             thr = (ratio - 1.0) * (ref or 0.0)
+            # v11: at a full link the network binds through a TTFT statistic from a lower bar (the
+            # link corroborates what a noisier quantile alone could not); the queue's and compute's stay.
+            # Never under the 50 ms floor under which no first token visibly waits (``wan_tail_ttft_floor_s``).
+            link_bar = max((th.ttft_link_inflation_ratio - 1.0) * (ref or 0.0), th.wan_tail_ttft_floor_s)
+            thr_net = thr if is_tpot or not link_binding else min(thr, link_bar)
             br = not is_tpot and stat == "ttft_p99" and s.observed_s > slo and ex > 0
             mat = (ex > 0 and ex >= thr * (1.0 - _EPS)) or br
+            mat_net = mat or (ex > 0 and ex >= thr_net * (1.0 - _EPS))
             judged = stat == tpot_stat and not median_drift if is_tpot else (stat == "ttft_p50" or br or not ttft_median)
-            rows.append((stat, is_tpot, ex, thr, mat, br, judged, (s.queue_s, s.network_s, s.compute_s)))
+            rows.append((stat, is_tpot, ex, thr, mat, br, judged, (s.queue_s, s.network_s, s.compute_s), thr_net, mat_net))
             br_any = br_any or br
         self.rows = rows
         self.any_breached = br_any  # only the P99 TTFT can breach (the SLO's)
@@ -180,7 +188,7 @@ class _Judge:
         out: tuple[list[tuple[str, float]], ...] = ([], [], [])
         tops = [0.0, 0.0, 0.0]
         link_binding, confirmed, wan_quiet = self.link_binding, self.compute_confirmed, self.wan_tail_quiet
-        for stat, is_tpot, ex, thr, _mat, br, judged, secs in self.rows:
+        for stat, is_tpot, ex, thr, _mat, br, judged, secs, thr_net, _mat_net in self.rows:
             if is_tpot and ttft_only:
                 continue
             for k in (0, 1, 2) if not is_tpot else (1, 2):  # the queue never binds through TPOT
@@ -196,7 +204,8 @@ class _Judge:
                 sec = secs[1] + secs[2] if k == 1 and is_tpot and link_binding else secs[k]  # a full link takes part in any contention
                 if sec <= 0:
                     continue
-                ratio = sec / thr if thr > 0 else _RATIO_MAX
+                bar = thr_net if k == 1 else thr
+                ratio = sec / bar if bar > 0 else _RATIO_MAX
                 if br and ex > 0:
                     ratio = max(ratio, sec / (0.5 * ex))
                 if ratio > _RATIO_MAX:
@@ -211,20 +220,23 @@ class _Judge:
     def closest(self) -> float:
         """The largest judged excess over its materiality threshold (< 1 when nothing is material)."""
         best = 0.0
-        for _stat, _tp, ex, thr, _mat, _br, judged, _secs in self.rows:
-            if judged and ex > 0:
-                best = max(best, ex / thr if thr > 0 else _RATIO_MAX)
+        for _stat, _tp, ex, _thr, _mat, _br, judged, _secs, thr_net, _mat_net in self.rows:
+            if judged and ex > 0:  # against the lowest bar any resource binds from
+                best = max(best, ex / thr_net if thr_net > 0 else _RATIO_MAX)
         return best
 
     def fractions(self) -> dict[str, float]:
         q = n = c = 0.0
-        for _stat, _tp, ex, _thr, mat, _br, judged, secs in self.rows:
-            if mat and judged and ex > 0:
-                x, y, z = secs[0] / ex, secs[1] / ex, secs[2] / ex
-                if x > q:
-                    q = x
+        for _stat, _tp, ex, _thr, mat, _br, judged, secs, _thr_net, mat_net in self.rows:
+            if mat_net and judged and ex > 0:
+                y = secs[1] / ex
                 if y > n:
                     n = y
+                if not mat:
+                    continue  # material to the network's bar only (v11)
+                x, z = secs[0] / ex, secs[2] / ex
+                if x > q:
+                    q = x
                 if z > c:
                     c = z
         return {"queue": round(min(1.0, q), 4), "network": round(min(1.0, n), 4), "compute": round(min(1.0, c), 4)}
@@ -233,6 +245,8 @@ class _Judge:
         if fractions[resource] < self.th.secondary_share * (1.0 - _EPS):
             return False
         k = _INDEX[resource]
+        if k == 1:
+            return any(r[9] and r[6] and r[7][1] >= 0.5 * r[8] * (1.0 - _EPS) for r in self.rows)
         return any(r[4] and r[6] and r[7][k] >= 0.5 * r[3] * (1.0 - _EPS) for r in self.rows)
 
     def any_material(self, tpot: bool) -> bool:
@@ -407,7 +421,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
                 margin, rests_on = delay_margin, delay_rests
                 note = f"the path's RTT adds {ph.delay_ttft_s * 1e3:.0f} ms to every first token (measured, not inferred from TTFT)"
             else:
-                margin, rests_on = _binding_margin(judge, primary)
+                margin, rests_on = _binding_margin(judge, primary, snap)
                 if primary == "network" and delay_margin > margin:  # the measured delay is the stronger evidence
                     margin, rests_on = delay_margin, delay_rests
             caps.extend(unsure.binding_caps(primary, ph, snap, th, judge, queue, compute, has_tpot))
@@ -520,23 +534,31 @@ def _wan_tail_quiet(attribution: Attribution, ph: Physics, th: Thresholds) -> bo
     return seen == 2
 
 
-def _binding_margin(judge: _Judge, primary: str) -> tuple[float, list[str]]:
+def _binding_margin(judge: _Judge, primary: str, snap: SliceSnapshot) -> tuple[float, list[str]]:
     """log2 of how far the primary's share passes materiality, less how close a resource whose remedy
     comes first is to binding (it would take the verdict over), and the statistics it binds through."""
     bar = 1.0 - _EPS
-    medians: list[str] = []
-    every: list[str] = []
-    best_median = best = 0.0
+    medians: list[tuple[str, float]] = []
+    every: list[tuple[str, float]] = []
     for stat, r in judge._ratios(False)[_INDEX[primary]]:
         if r >= bar:
-            every.append(stat)
-            best = max(best, r)
+            every.append((stat, r))
             # Through a median the verdict stands on the robust statistic (a tail beside it adds nothing
             # it needs); only a verdict binding through tails alone rests on them, and on their request counts.
             if stat.endswith("p50"):
-                medians.append(stat)
-                best_median = max(best_median, r)
-    stats, top = (medians, best_median) if medians else (every, best)
+                medians.append((stat, r))
+    pool = medians or every
+    # v11: a verdict that binds through several statistics stands on any one of them: where some
+    # rest on enough requests to bound them (``sampling``), it rests on those (a network verdict at
+    # a pinned cap has its TPOT median from the streams in flight while few first tokens arrive).
+    sampled = [(stat, r) for stat, r in pool if not confidence.undersampled(stat, snap)]
+    if sampled:
+        pool = sampled
+    stats = [stat for stat, _r in pool]
+    top = 0.0
+    for _stat, r in pool:
+        if r > top:
+            top = r
     margin = math.log2(top) if stats else 0.0
     tops = judge._top(False)
     for ahead in ORDER[: ORDER.index(primary)]:

@@ -45,6 +45,12 @@ def _count(stat: str, snap: SliceSnapshot) -> float | None:
     return snap.request_count
 
 
+def undersampled(stat: str, snap: SliceSnapshot) -> bool:
+    """The window's request count for ``stat`` cannot bound it (False when the count is unreported)."""
+    n = _count(stat, snap)
+    return n is not None and n < (TAIL_MIN_REQUESTS if stat.endswith("p99") else MEDIAN_MIN_REQUESTS)
+
+
 def sampling_caps(stats: Iterable[str], snap: SliceSnapshot) -> list[str]:
     """A cap for every statistic the verdict rests on whose request count cannot bound it
     (``sampling``: the median needs 6 requests, a P99 368); nothing when the count is unreported."""
@@ -52,12 +58,10 @@ def sampling_caps(stats: Iterable[str], snap: SliceSnapshot) -> list[str]:
     if snap.request_count is None and snap.tpot_request_count is None:
         return caps  # an unreported count caps nothing
     for stat in dict.fromkeys(stats):
-        n = _count(stat, snap)
-        if n is None:
-            continue
-        tail = stat.endswith("p99")
-        need = TAIL_MIN_REQUESTS if tail else MEDIAN_MIN_REQUESTS
-        if n < need:
+        if undersampled(stat, snap):
+            n = _count(stat, snap) or 0.0
+            tail = stat.endswith("p99")
+            need = TAIL_MIN_REQUESTS if tail else MEDIAN_MIN_REQUESTS
             what = ("P99 " if tail else "median ") + stat.split("_")[0].upper()
             caps.append(f"{what} from {n:.0f} requests: its 95 % rank interval reaches past the window's requests (needs {need})")
     return caps
