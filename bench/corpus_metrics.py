@@ -15,6 +15,10 @@ Definitions (the report repeats them):
   statistic's excess, in percentage points; the true share is what removing the class's causes
   alone removes (the counterfactual twin), the predicted one the classifier's attributed seconds
   over its excess. Mean and P90 over the pairs whose true share is > 0; all pairs beside.
+- **Cause shown** (beside AC@1, never instead of it): a caused window whose cause shows in a gauge
+  of the window itself (``cause_shown``). A cause that ended leaves requests finishing slow in the
+  next windows; the truth counts them, and no gauge of those windows can: the split says how much
+  of a class's miss is that.
 - **Calibration**: expected calibration error over 10 equal-width confidence bins (correct = the
   verdict's class is the window's class) and the bins for the reliability plot; the **confident
   share** per class: windows at or above the confident bar with a verdict other than ``unknown``.
@@ -28,6 +32,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from inferslice.snapshot import SliceSnapshot
 
 CLASSES = ("healthy", "queue", "network", "compute")
 CAUSE_CLASSES = ("queue", "network", "compute")
@@ -122,6 +128,51 @@ def ac1(pairs: Sequence[tuple[Truth, Verdict]], *, ranked: bool = False, caused_
     for (cls, tier), (n, s, le) in sorted(cells.items()):
         per_class.setdefault(cls, {})[tier] = {"windows": n, "ac1": _rate(s, n), "ac1_lenient": _rate(le, n)}
     return per_class
+
+
+SHOWN_LINK_RATIO = 0.8  # a link at 80 % of its cap or rate: a shaper delivers 85-95 % of its rate when it binds
+SHOWN_RTT_S = 0.025  # a WAN RTT 25 ms over its base: half the truth's 50 ms TTFT floor, in the one round trip a first token pays
+SHOWN_GPU_SHARE = 0.9  # a share under 0.9 of the allocation: a neighbour takes more than a tenth of the GPU
+
+
+def cause_shown(cls: str, snap: SliceSnapshot) -> bool:
+    """Whether a gauge of the window shows a cause of class ``cls`` (not a quantile: a gauge a
+    cause moves while it acts). Network: the edge at ``SHOWN_LINK_RATIO`` of its cap (or of its
+    physical rate when uncapped), the path's WAN link at it of its rate, or the path's RTT
+    ``SHOWN_RTT_S`` over its base. Compute: the GPU share under ``SHOWN_GPU_SHARE``, preemptions, or
+    the KV cache at 90 %. Queue: a request waiting."""
+    if cls == "network":
+        cap = snap.edge_cap_bps or snap.link_capacity_bps
+        edge = snap.link_rx_bps is not None and cap is not None and cap > 0 and snap.link_rx_bps >= SHOWN_LINK_RATIO * cap
+        wan = snap.wan_rx_bps is not None and snap.wan_capacity_bps and snap.wan_rx_bps >= SHOWN_LINK_RATIO * snap.wan_capacity_bps
+        rtt = snap.wan_rtt_s is not None and snap.wan_base_rtt_s is not None and snap.wan_rtt_s - snap.wan_base_rtt_s >= SHOWN_RTT_S
+        return bool(edge or wan or rtt)
+    if cls == "compute":
+        return (
+            (snap.gpu_share is not None and snap.gpu_share < SHOWN_GPU_SHARE)
+            or (snap.preemptions_per_s is not None and snap.preemptions_per_s > 0)
+            or (snap.kv_cache_usage is not None and snap.kv_cache_usage >= 0.9)
+        )
+    if cls == "queue":
+        return snap.requests_waiting is not None and snap.requests_waiting > 0
+    return False
+
+
+def ac1_cause_shown(pairs: Iterable[tuple[Truth, Verdict, SliceSnapshot]]) -> dict[str, Any]:
+    """AC@1 per cause class on the caused windows whose cause shows in a gauge (``cause_shown``) and
+    on those where none does, with window counts: beside the per-class AC@1, never instead of it."""
+    tally: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # shown, shown right, not shown, not shown right
+    for t, v, snap in pairs:
+        if t.primary == "healthy":
+            continue
+        c = tally[t.primary]
+        k = 0 if cause_shown(t.primary, snap) else 2
+        c[k] += 1
+        c[k + 1] += v.primary == t.primary
+    return {
+        cls: {"shown": {"windows": a, "ac1": _rate(b, a)}, "not_shown": {"windows": x, "ac1": _rate(y, x)}}
+        for cls, (a, b, x, y) in sorted(tally.items())
+    }
 
 
 def confusion(pairs: Iterable[tuple[Truth, Verdict]]) -> dict[str, dict[str, int]]:

@@ -86,6 +86,7 @@ def figures(ws: Sequence[LabelledWindow], verdicts: Mapping[str, cm.Verdict], *,
             "confident": cm.confident_share(pairs, CONFIDENT),
             "network_causes": cm.network_causes(pairs),
             "caps": cm.cap_reasons(pairs),
+            "cause_shown": cm.ac1_cause_shown((cm.Truth.of(w.truth, w.tier), verdicts[w.id], w.snapshot) for w in ws if w.id in verdicts),
         }
     return out
 
@@ -231,6 +232,14 @@ def markdown(result: Mapping[str, Any]) -> str:
                 + " | ".join(cells)
                 + f" | {_pct(per['all']['ac1'])} ({per['all']['windows']}) | {_pct(per['all']['ac1_lenient'])} |"
             )
+        shown = ours.get("cause_shown") or {}
+        if shown:
+            parts = []
+            for cls, v in shown.items():
+                yes, no = v["shown"], v["not_shown"]
+                parts.append(f"{cls} {_pct(yes['ac1'])} % of {yes['windows']} (not shown: {_pct(no['ac1'])} % of {no['windows']})")
+            head = "AC@1 where a gauge of the window shows the cause (beside the figure above; `corpus_metrics.cause_shown`): "
+            lines += ["", head + "; ".join(parts)]
         cols = [*cm.CLASSES, "unknown"]
         lines += [
             "",
