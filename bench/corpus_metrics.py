@@ -133,6 +133,7 @@ def ac1(pairs: Sequence[tuple[Truth, Verdict]], *, ranked: bool = False, caused_
 SHOWN_LINK_RATIO = 0.8  # a link at 80 % of its cap or rate: a shaper delivers 85-95 % of its rate when it binds
 SHOWN_RTT_S = 0.025  # a WAN RTT 25 ms over its base: half the truth's 50 ms TTFT floor, in the one round trip a first token pays
 SHOWN_GPU_SHARE = 0.9  # a share under 0.9 of the allocation: a neighbour takes more than a tenth of the GPU
+SHOWN_KV_CACHE = 0.9  # vLLM preempts sequences as the paged KV cache fills
 
 
 def cause_shown(cls: str, snap: SliceSnapshot) -> bool:
@@ -140,18 +141,21 @@ def cause_shown(cls: str, snap: SliceSnapshot) -> bool:
     cause moves while it acts). Network: the edge at ``SHOWN_LINK_RATIO`` of its cap (or of its
     physical rate when uncapped), the path's WAN link at it of its rate, or the path's RTT
     ``SHOWN_RTT_S`` over its base. Compute: the GPU share under ``SHOWN_GPU_SHARE``, preemptions, or
-    the KV cache at 90 %. Queue: a request waiting."""
+    the KV cache at 90 %. Queue: a request waiting (the queue-time histogram keeps a drained queue's
+    waits, so it is not a gauge of one standing now)."""
     if cls == "network":
         cap = snap.edge_cap_bps or snap.link_capacity_bps
         edge = snap.link_rx_bps is not None and cap is not None and cap > 0 and snap.link_rx_bps >= SHOWN_LINK_RATIO * cap
-        wan = snap.wan_rx_bps is not None and snap.wan_capacity_bps and snap.wan_rx_bps >= SHOWN_LINK_RATIO * snap.wan_capacity_bps
-        rtt = snap.wan_rtt_s is not None and snap.wan_base_rtt_s is not None and snap.wan_rtt_s - snap.wan_base_rtt_s >= SHOWN_RTT_S
+        wan_cap = snap.wan_capacity_bps
+        wan = snap.wan_rx_bps is not None and wan_cap is not None and wan_cap > 0 and snap.wan_rx_bps >= SHOWN_LINK_RATIO * wan_cap
+        base = snap.wan_base_rtt_s  # a base of 0 is none (as ``attribution.added_delay_s`` reads it)
+        rtt = snap.wan_rtt_s is not None and base is not None and base > 0 and snap.wan_rtt_s - base >= SHOWN_RTT_S
         return bool(edge or wan or rtt)
     if cls == "compute":
         return (
             (snap.gpu_share is not None and snap.gpu_share < SHOWN_GPU_SHARE)
             or (snap.preemptions_per_s is not None and snap.preemptions_per_s > 0)
-            or (snap.kv_cache_usage is not None and snap.kv_cache_usage >= 0.9)
+            or (snap.kv_cache_usage is not None and snap.kv_cache_usage >= SHOWN_KV_CACHE)
         )
     if cls == "queue":
         return snap.requests_waiting is not None and snap.requests_waiting > 0

@@ -73,6 +73,7 @@ def _pairs(ws: Sequence[LabelledWindow], verdicts: Mapping[str, cm.Verdict]) -> 
 
 def figures(ws: Sequence[LabelledWindow], verdicts: Mapping[str, cm.Verdict], *, ranked: bool = False) -> dict[str, Any]:
     pairs = _pairs(ws, verdicts)
+    snaps = [w.snapshot for w in ws if w.id in verdicts]  # in ``pairs``' order
     out: dict[str, Any] = {
         "windows": len(pairs),
         "ac1": cm.ac1(pairs, ranked=ranked, caused_only=ranked),
@@ -86,7 +87,7 @@ def figures(ws: Sequence[LabelledWindow], verdicts: Mapping[str, cm.Verdict], *,
             "confident": cm.confident_share(pairs, CONFIDENT),
             "network_causes": cm.network_causes(pairs),
             "caps": cm.cap_reasons(pairs),
-            "cause_shown": cm.ac1_cause_shown((cm.Truth.of(w.truth, w.tier), verdicts[w.id], w.snapshot) for w in ws if w.id in verdicts),
+            "cause_shown": cm.ac1_cause_shown((t, v, snap) for (t, v), snap in zip(pairs, snaps, strict=True)),
         }
     return out
 
@@ -201,6 +202,11 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}"
 
 
+def _share(cell: Mapping[str, Any]) -> str:
+    """'74.1 % of 586', or 'no window'."""
+    return f"{_pct(cell['ac1'])} % of {cell['windows']}" if cell["windows"] else "no window"
+
+
 def markdown(result: Mapping[str, Any]) -> str:
     code = result["code"]
     lines = [
@@ -237,7 +243,7 @@ def markdown(result: Mapping[str, Any]) -> str:
             parts = []
             for cls, v in shown.items():
                 yes, no = v["shown"], v["not_shown"]
-                parts.append(f"{cls} {_pct(yes['ac1'])} % of {yes['windows']} (not shown: {_pct(no['ac1'])} % of {no['windows']})")
+                parts.append(f"{cls} {_share(yes)} (not shown: {_share(no)})")
             head = "AC@1 where a gauge of the window shows the cause (beside the figure above; `corpus_metrics.cause_shown`): "
             lines += ["", head + "; ".join(parts)]
         cols = [*cm.CLASSES, "unknown"]

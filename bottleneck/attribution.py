@@ -146,7 +146,7 @@ def references(snap: SliceSnapshot, th: Thresholds) -> Refs:
 def load_factor(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: float | None) -> tuple[float, bool]:
     """Expected TPOT over the reference TPOT at the window's token rate (>= 1), and whether it is known."""
     rate, ref_rate = snap.output_tokens_per_s, _pos(snap.ref_output_tokens_per_s)
-    if rate is None or rate < 0 or ref_rate is None:
+    if rate is None or not rate >= 0 or ref_rate is None:  # NaN is no measurement
         return 1.0, False
     if rate <= ref_rate:  # a measured zero included: no tokens delivered is no load, not an unknown one
         return 1.0, True

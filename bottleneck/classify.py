@@ -27,13 +27,15 @@ network and compute (and an unexplained ``base``). The regimes follow from that 
 
 Confidence is calibrated (``confidence``): a margin (how far the primary's share passes its
 threshold, less how near a resource whose remedy comes first is to binding) mapped through a table
-fitted on the corpus's tune seeds. A verdict that a field the window lacks could overturn is capped
+fitted on the corpus's seen seeds. A verdict that a field the window lacks could overturn is capped
 at ``UNSURE`` (0.55), below ``CONFIDENT`` (0.6), whatever its margin: throughput missing (load
 cannot explain TPOT), the link unknown or judged against the physical rate only (a cap could take
 the TPOT share), a fallback reference, a queue verdict with no queue seen (or, at a full link,
-without the gauge and both TPOT statistics), too few requests for the quantile the verdict rests
-on (one binding through several medians rests on those its counts bound, v11). Removing a field therefore never turns a confident verdict into a different confident one
-(property-tested, and tested over every committed corpus window).
+without the gauge and both TPOT statistics), a healthy TTFT past a full link's bar with the link's
+state incomplete, too few requests for the quantile the verdict rests on (one binding through
+several statistics rests on those its counts bound, v11). Removing a field therefore never turns a
+confident verdict into a different confident one (property-tested, and tested over every committed
+corpus window).
 """
 
 from __future__ import annotations
@@ -101,8 +103,11 @@ _RATIO_MAX = 64.0  # a share 64x past its threshold is as sure as it gets: the m
 class _Judge:
     """Materiality of each statistic and resource, from one attribution.
 
-    Rows: ``(stat, is_tpot, excess, threshold, material, breached, judged, (queue, network, compute))``.
-    The median decides when the window has one: a tail statistic alone never overrules it (a P99
+    Rows: ``(stat, is_tpot, excess, threshold, material, breached, judged, (queue, network, compute),
+    network threshold, material to it, link threshold)``: the network's threshold is the link's
+    (v11: TTFT from ``ttft_link_inflation_ratio``) where a link reads full (``link_full``), else the
+    same; the link threshold is what it would be at a full link (``unsure`` asks it of a window whose
+    link state is incomplete). The median decides when the window has one: a tail statistic alone never overrules it (a P99
     TTFT still counts once it breaches the SLO: that is the promise the tier made).
     """
 
@@ -116,6 +121,7 @@ class _Judge:
         compute_confirmed: bool,
         median_drift: bool = False,
         wan_tail_quiet: bool = False,
+        link_full: bool = False,
     ) -> None:
         self.compute_confirmed = compute_confirmed
         self.wan_tail_quiet = wan_tail_quiet
@@ -134,6 +140,7 @@ class _Judge:
                 break
         rows = []
         br_any = False
+        floor = th.delay_material_slo_fraction * slo
         for s in shares:
             ref = s.reference_s
             ex = s.observed_s - ref if ref is not None and s.observed_s > ref else 0.0
@@ -145,15 +152,16 @@ class _Judge:
                 ratio = th.ttft_inflation_ratio if stat == "ttft_p50" else th.ttft_tail_inflation_ratio
             thr = (ratio - 1.0) * (ref or 0.0)
             # v11: at a full link the network binds through a TTFT statistic from a lower bar (the
-            # link corroborates what a noisier quantile alone could not); the queue's and compute's stay.
-            # Never under the 50 ms floor under which no first token visibly waits (``wan_tail_ttft_floor_s``).
-            link_bar = max((th.ttft_link_inflation_ratio - 1.0) * (ref or 0.0), th.wan_tail_ttft_floor_s)
-            thr_net = thr if is_tpot or not link_binding else min(thr, link_bar)
+            # link's gauge corroborates what a noisier quantile alone could not); the queue's and
+            # compute's stay. Never under a tenth of the SLO (``delay_material_slo_fraction``: 50 ms
+            # of a 500 ms SLO, the corpus truth's TTFT floor; a share, so the rule scales with the SLO).
+            thr_link = thr if is_tpot else min(thr, max((th.ttft_link_inflation_ratio - 1.0) * (ref or 0.0), floor))
+            thr_net = thr_link if link_full else thr
             br = not is_tpot and stat == "ttft_p99" and s.observed_s > slo and ex > 0
             mat = (ex > 0 and ex >= thr * (1.0 - _EPS)) or br
             mat_net = mat or (ex > 0 and ex >= thr_net * (1.0 - _EPS))
             judged = stat == tpot_stat and not median_drift if is_tpot else (stat == "ttft_p50" or br or not ttft_median)
-            rows.append((stat, is_tpot, ex, thr, mat, br, judged, (s.queue_s, s.network_s, s.compute_s), thr_net, mat_net))
+            rows.append((stat, is_tpot, ex, thr, mat, br, judged, (s.queue_s, s.network_s, s.compute_s), thr_net, mat_net, thr_link))
             br_any = br_any or br
         self.rows = rows
         self.any_breached = br_any  # only the P99 TTFT can breach (the SLO's)
@@ -162,6 +170,12 @@ class _Judge:
 
     def judged_stat(self, stat: str) -> bool:
         return any(r[0] == stat and r[6] for r in self.rows)
+
+    def _tail_at_link(self, stat: str) -> bool:
+        """At a full link the P99 TTFT counts for the network beside a median at its reference (first
+        chunks wait in the link's queue, the median's often do not), and so does the P99 TPOT unless
+        a full WAN link's token gaps are bursts the requests' pace absorbs (``wan_tail_quiet``)."""
+        return self.link_binding and (stat == "ttft_p99" or (stat == "tpot_p99" and not self.wan_tail_quiet))
 
     def binds(self, resource: str, ttft_only: bool = False) -> bool:
         return self._top(ttft_only)[_INDEX[resource]] >= 1.0 - _EPS
@@ -187,8 +201,8 @@ class _Judge:
             return cached
         out: tuple[list[tuple[str, float]], ...] = ([], [], [])
         tops = [0.0, 0.0, 0.0]
-        link_binding, confirmed, wan_quiet = self.link_binding, self.compute_confirmed, self.wan_tail_quiet
-        for stat, is_tpot, ex, thr, _mat, br, judged, secs, thr_net, _mat_net in self.rows:
+        link_binding, confirmed = self.link_binding, self.compute_confirmed
+        for stat, is_tpot, ex, thr, _mat, br, judged, secs, thr_net, _mat_net, _thr_link in self.rows:
             if is_tpot and ttft_only:
                 continue
             for k in (0, 1, 2) if not is_tpot else (1, 2):  # the queue never binds through TPOT
@@ -197,7 +211,7 @@ class _Judge:
                 # So does the P99 TTFT: first chunks wait in the full link's queue, the median's often do not.
                 # A full WAN link's token-gap tail with first tokens at their reference is bursts the
                 # requests' pace absorbs (``wan_tail_quiet``): it does not count alone.
-                tail_at_link = k == 1 and link_binding and (stat == "ttft_p99" or (stat == "tpot_p99" and not wan_quiet))
+                tail_at_link = k == 1 and self._tail_at_link(stat)
                 tail_confirmed = k == 2 and confirmed and stat == "tpot_p99"  # likewise a reported GPU-share drop
                 if not judged and not tail_at_link and not tail_confirmed:
                     continue
@@ -220,20 +234,20 @@ class _Judge:
     def closest(self) -> float:
         """The largest judged excess over its materiality threshold (< 1 when nothing is material)."""
         best = 0.0
-        for _stat, _tp, ex, _thr, _mat, _br, judged, _secs, thr_net, _mat_net in self.rows:
+        for _stat, _tp, ex, _thr, _mat, _br, judged, _secs, thr_net, _mat_net, _thr_link in self.rows:
             if judged and ex > 0:  # against the lowest bar any resource binds from
                 best = max(best, ex / thr_net if thr_net > 0 else _RATIO_MAX)
         return best
 
     def fractions(self) -> dict[str, float]:
         q = n = c = 0.0
-        for _stat, _tp, ex, _thr, mat, _br, judged, secs, _thr_net, mat_net in self.rows:
-            if mat_net and judged and ex > 0:
+        for stat, _tp, ex, _thr, mat, _br, judged, secs, _thr_net, mat_net, _thr_link in self.rows:
+            if mat_net and (judged or self._tail_at_link(stat)) and ex > 0:
                 y = secs[1] / ex
                 if y > n:
                     n = y
-                if not mat:
-                    continue  # material to the network's bar only (v11)
+                if not mat or not judged:
+                    continue  # material to the network's bar only, or a tail only the link lets count (v11)
                 x, z = secs[0] / ex, secs[2] / ex
                 if x > q:
                     q = x
@@ -246,7 +260,7 @@ class _Judge:
             return False
         k = _INDEX[resource]
         if k == 1:
-            return any(r[9] and r[6] and r[7][1] >= 0.5 * r[8] * (1.0 - _EPS) for r in self.rows)
+            return any(r[9] and (r[6] or self._tail_at_link(r[0])) and r[7][1] >= 0.5 * r[8] * (1.0 - _EPS) for r in self.rows)
         return any(r[4] and r[6] and r[7][k] >= 0.5 * r[3] * (1.0 - _EPS) for r in self.rows)
 
     def any_material(self, tpot: bool) -> bool:
@@ -341,12 +355,12 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     ]
     wan_quiet = _wan_tail_quiet(attribution, ph, th)
     held = ph.link.binding or ph.coalesced
-    judge = _Judge(attribution, snap, th, ph.tpot_stat, held, ph.compute_confirmed, False, wan_quiet)
+    judge = _Judge(attribution, snap, th, ph.tpot_stat, held, ph.compute_confirmed, False, wan_quiet, ph.link.binding)
     # The median's drift is read only where TPOT alone would decide: beside a material TTFT (a
     # queue binding, say) the median still says how much of it compute shares.
     drift = _median_drift(snap, ph, th) and not judge.any_material(tpot=False)
     if drift:
-        judge = _Judge(attribution, snap, th, ph.tpot_stat, held, ph.compute_confirmed, True, wan_quiet)
+        judge = _Judge(attribution, snap, th, ph.tpot_stat, held, ph.compute_confirmed, True, wan_quiet, ph.link.binding)
     fractions = judge.fractions()
     # RESOURCES' order (queue, network, compute), spelt out: a generator a window costs more.
     attribution = Attribution(
@@ -536,7 +550,9 @@ def _wan_tail_quiet(attribution: Attribution, ph: Physics, th: Thresholds) -> bo
 
 def _binding_margin(judge: _Judge, primary: str, snap: SliceSnapshot) -> tuple[float, list[str]]:
     """log2 of how far the primary's share passes materiality, less how close a resource whose remedy
-    comes first is to binding (it would take the verdict over), and the statistics it binds through."""
+    comes first is to binding (it would take the verdict over), and the statistics it rests on: the
+    medians it binds through (else every statistic), those of them the window's request counts
+    bound where any are (v11)."""
     bar = 1.0 - _EPS
     medians: list[tuple[str, float]] = []
     every: list[tuple[str, float]] = []

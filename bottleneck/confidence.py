@@ -5,10 +5,10 @@
   first is to binding (it would take the verdict over); for ``healthy``, log2 of how far the
   largest judged excess stays below materiality. It saturates at 6 (64x).
 - **Calibration**: per regime, a step function from margin to the share of verdicts that were right
-  (isotonic regression, pool-adjacent-violators, on the corpus's *tune* seeds only; the table, its
-  provenance and the fit live in ``bottleneck/calibration.py``, written by
+  (isotonic regression, pool-adjacent-violators, on seen seeds only, never a blind set before its
+  score; the table, its provenance and the fit live in ``bottleneck/calibration.py``, written by
   ``inferslice bench corpus calibrate``). Of the verdicts reported at confidence c, a fraction c
-  should be right: the test seeds' reliability plot says how close that holds.
+  should be right: the next blind set's reliability plot says how close that holds.
 - **Caps**: a verdict that a field the window lacks could overturn (a missing median, gauge or link
   statistic, a reference derived by a prior, too few requests for the quantile it rests on) is
   capped at ``UNSURE`` (0.55), below the ``CONFIDENT`` bar, whatever its margin: removing a field

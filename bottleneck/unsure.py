@@ -184,6 +184,14 @@ def healthy_tail_caps(judge: Judge, ph: Physics, snap: SliceSnapshot, material_d
     # Either tail counts at a full link (``_Judge._ratios``): a tail past its materiality beside a
     # median at its reference is what a full link the window does not show would bind, and a full
     # link without a tail is a window missing the statistic that would.
+    # v11: at a full link the network binds through either TTFT statistic from the link's lower bar.
+    # Where the link's state is incomplete (its rate unknown, the cap unreported, half the WAN pair)
+    # a full link the window does not show could bind one past that bar.
+    hideable = not ph.link.binding and (
+        not ph.link.known or ph.link.cap_unseen or (snap.wan_rx_bps is None) != (snap.wan_capacity_bps is None)
+    )
+    if hideable and any(not r[1] and r[2] > 0 and ge(r[2], r[10]) for r in judge.rows):
+        caps.append("TTFT past the bar a full link sets, with the link's state incomplete: a full link could bind it")
     for stat, field in (("ttft_p99", "ttft_p99_s"), ("tpot_p99", "tpot_p99_s")):
         name = "P99 " + stat[:4].upper()
         if any(r[0] == stat and r[4] and not r[6] for r in judge.rows):

@@ -122,7 +122,8 @@ class LatencyShare:
 class Attribution:
     """Where one window's latency goes: a ``LatencyShare`` per statistic the window carries, and
     each resource's fraction (0-1) of the latency excess (``excess_share``; the largest fraction over
-    the statistics whose excess is material, so TTFT and TPOT are not averaged into each other)."""
+    the statistics whose excess is material, so TTFT and TPOT are not averaged into each other; the
+    network's against its own bar, lower at a full link, and through a tail a full link lets count)."""
 
     shares: tuple[LatencyShare, ...] = ()
     excess_share: tuple[tuple[str, float], ...] = ()  # (resource, fraction), in RESOURCES order

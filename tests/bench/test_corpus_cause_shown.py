@@ -48,3 +48,10 @@ def test_the_split_counts_caused_windows_only() -> None:
     assert set(out) == {"compute"}
     assert out["compute"]["shown"] == {"windows": 1, "ac1": 1.0}
     assert out["compute"]["not_shown"] == {"windows": 2, "ac1": 0.5}
+
+
+def test_a_zero_rtt_base_or_missing_wan_fields_show_nothing() -> None:
+    assert not cm.cause_shown("network", _snap(wan_rtt_s=0.040, wan_base_rtt_s=0.0))
+    assert not cm.cause_shown("network", _snap(wan_rx_bps=900_000.0, wan_capacity_bps=None))
+    assert not cm.cause_shown("network", _snap(link_rx_bps=None))
+    assert not cm.cause_shown("network", _snap(link_cap_bps=None, link_capacity_bps=None))

@@ -31,6 +31,7 @@ FEW_SLACK = SliceSnapshot(
     tpot_request_count=372.0,
     link_rx_bps=157_577.0,
     link_tx_bps=40_872.0,
+    link_cap_bps=1e10,  # uncapped, as the collectors report it since v10 (the cap clamped at the physical rate)
     link_capacity_bps=1e10,
     wan_rx_bps=525_072.0,
     wan_capacity_bps=13e6,
@@ -89,10 +90,10 @@ def test_a_gauge_the_window_lacks_is_no_evidence_of_slack(field: str) -> None:
         ({"link_cap_bps": 0.25e6}, "the edge runs at 63 % of its cap"),
         ({"wan_rx_bps": 8e6}, "the WAN link runs at 62 % of its rate"),
         ({"wan_rtt_s": 0.048}, "30 ms added on the path: over half the 50 ms that binds"),
-        ({"tpot_p50_s": 0.04}, "uncapped, the decode pace is 2.2x its reference: a cap the window lacks could bind"),
+        ({"tpot_p50_s": 0.04, "link_cap_bps": None}, "no cap reported, decode pace 2.2x its reference: a cap the window lacks could bind"),
     ],
 )
-def test_a_resource_that_is_not_slack_leaves_the_verdict_held(change: dict[str, float], why: str) -> None:
+def test_a_resource_that_is_not_slack_leaves_the_verdict_held(change: dict[str, float | None], why: str) -> None:
     d = classify(dataclasses.replace(FEW_SLACK, **change))
     assert not (d.regime is Regime.HEALTHY and d.confidence >= CONFIDENT), why
 
