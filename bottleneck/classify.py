@@ -140,7 +140,7 @@ class _Judge:
                 break
         rows = []
         br_any = False
-        floor = th.delay_material_slo_fraction * slo
+        floor, link_ratio = th.delay_material_slo_fraction * slo, th.ttft_link_inflation_ratio
         for s in shares:
             ref = s.reference_s
             ex = s.observed_s - ref if ref is not None and s.observed_s > ref else 0.0
@@ -155,11 +155,18 @@ class _Judge:
             # link's gauge corroborates what a noisier quantile alone could not); the queue's and
             # compute's stay. Never under a tenth of the SLO (``delay_material_slo_fraction``: 50 ms
             # of a 500 ms SLO, the corpus truth's TTFT floor; a share, so the rule scales with the SLO).
-            thr_link = thr if is_tpot else min(thr, max((th.ttft_link_inflation_ratio - 1.0) * (ref or 0.0), floor))
-            thr_net = thr_link if link_full else thr
+            if is_tpot:
+                thr_link = thr_net = thr
+            else:
+                thr_link = (link_ratio - 1.0) * (ref or 0.0)
+                if thr_link < floor:
+                    thr_link = floor
+                if thr_link > thr:
+                    thr_link = thr
+                thr_net = thr_link if link_full else thr
             br = not is_tpot and stat == "ttft_p99" and s.observed_s > slo and ex > 0
             mat = (ex > 0 and ex >= thr * (1.0 - _EPS)) or br
-            mat_net = mat or (ex > 0 and ex >= thr_net * (1.0 - _EPS))
+            mat_net = mat or (thr_net < thr and ex > 0 and ex >= thr_net * (1.0 - _EPS))
             judged = stat == tpot_stat and not median_drift if is_tpot else (stat == "ttft_p50" or br or not ttft_median)
             rows.append((stat, is_tpot, ex, thr, mat, br, judged, (s.queue_s, s.network_s, s.compute_s), thr_net, mat_net, thr_link))
             br_any = br_any or br
@@ -201,7 +208,7 @@ class _Judge:
             return cached
         out: tuple[list[tuple[str, float]], ...] = ([], [], [])
         tops = [0.0, 0.0, 0.0]
-        link_binding, confirmed = self.link_binding, self.compute_confirmed
+        link_binding, confirmed, wan_quiet = self.link_binding, self.compute_confirmed, self.wan_tail_quiet
         for stat, is_tpot, ex, thr, _mat, br, judged, secs, thr_net, _mat_net, _thr_link in self.rows:
             if is_tpot and ttft_only:
                 continue
@@ -211,7 +218,7 @@ class _Judge:
                 # So does the P99 TTFT: first chunks wait in the full link's queue, the median's often do not.
                 # A full WAN link's token-gap tail with first tokens at their reference is bursts the
                 # requests' pace absorbs (``wan_tail_quiet``): it does not count alone.
-                tail_at_link = k == 1 and self._tail_at_link(stat)
+                tail_at_link = k == 1 and link_binding and (stat == "ttft_p99" or (stat == "tpot_p99" and not wan_quiet))  # _tail_at_link
                 tail_confirmed = k == 2 and confirmed and stat == "tpot_p99"  # likewise a reported GPU-share drop
                 if not judged and not tail_at_link and not tail_confirmed:
                     continue
@@ -241,8 +248,10 @@ class _Judge:
 
     def fractions(self) -> dict[str, float]:
         q = n = c = 0.0
+        lb, wq = self.link_binding, self.wan_tail_quiet
         for stat, _tp, ex, _thr, mat, _br, judged, secs, _thr_net, mat_net, _thr_link in self.rows:
-            if mat_net and (judged or self._tail_at_link(stat)) and ex > 0:
+            # ``_tail_at_link`` inlined (the hot path)
+            if mat_net and ex > 0 and (judged or (lb and (stat == "ttft_p99" or (stat == "tpot_p99" and not wq)))):
                 y = secs[1] / ex
                 if y > n:
                     n = y
@@ -567,9 +576,10 @@ def _binding_margin(judge: _Judge, primary: str, snap: SliceSnapshot) -> tuple[f
     # v11: a verdict that binds through several statistics stands on any one of them: where some
     # rest on enough requests to bound them (``sampling``), it rests on those (a network verdict at
     # a pinned cap has its TPOT median from the streams in flight while few first tokens arrive).
-    sampled = [(stat, r) for stat, r in pool if not confidence.undersampled(stat, snap)]
-    if sampled:
-        pool = sampled
+    if len(pool) > 1:
+        sampled = [(stat, r) for stat, r in pool if not confidence.undersampled(stat, snap)]
+        if sampled:
+            pool = sampled
     stats = [stat for stat, _r in pool]
     top = 0.0
     for _stat, r in pool:
