@@ -44,6 +44,7 @@ import math
 
 from inferslice.bottleneck import confidence, signals, unsure
 from inferslice.bottleneck.attribution import Physics, attribute, ge
+from inferslice.bottleneck.judge import EPS, INDEX, ORDER, RATIO_MAX, Judge, binding_margin
 from inferslice.bottleneck.signals import Reading
 from inferslice.bottleneck.thresholds import DEFAULT, Thresholds
 from inferslice.diagnosis import CONFIDENT, REGIME_OF, Attribution, Diagnosis, Evidence, NetworkCause, Regime
@@ -51,7 +52,6 @@ from inferslice.snapshot import Reference, SliceSnapshot
 
 __all__ = ["CONFIDENT", "UNSURE", "classify"]  # CONFIDENT lives in the vocabulary; re-exported for callers of old
 UNSURE = 0.55  # the cap for a verdict a missing field could overturn
-ORDER = ("network", "compute", "queue")  # remedies in the order they must come
 UNSEPARATED = "TPOT inflated beyond what load explains; link and compute signals cannot separate network from compute"
 
 
@@ -96,200 +96,6 @@ def _queue_building(snap: SliceSnapshot, th: Thresholds) -> bool:
     return at_ceiling and snap.requests_waiting > 0 and snap.requests_waiting >= th.queue_leading_ratio * max(snap.requests_running, 1.0)
 
 
-_EPS = 1e-9  # relative: materiality must not change with the unit of time (float rounding)
-_RATIO_MAX = 64.0  # a share 64x past its threshold is as sure as it gets: the margin saturates (log2 = 6)
-
-
-class _Judge:
-    """Materiality of each statistic and resource, from one attribution.
-
-    Rows: ``(stat, is_tpot, excess, threshold, material, breached, judged, (queue, network, compute),
-    network threshold, material to it, link threshold)``: the network's threshold is the link's
-    (v11: TTFT from ``ttft_link_inflation_ratio``) where a link reads full (``link_full``), else the
-    same; the link threshold is what it would be at a full link (``unsure`` asks it of a window whose
-    link state is incomplete). The median decides when the window has one: a tail statistic alone never overrules it (a P99
-    TTFT still counts once it breaches the SLO: that is the promise the tier made).
-    """
-
-    def __init__(
-        self,
-        attribution: Attribution,
-        snap: SliceSnapshot,
-        th: Thresholds,
-        tpot_stat: str | None,
-        link_binding: bool,
-        compute_confirmed: bool,
-        median_drift: bool = False,
-        wan_tail_quiet: bool = False,
-        link_full: bool = False,
-    ) -> None:
-        self.compute_confirmed = compute_confirmed
-        self.wan_tail_quiet = wan_tail_quiet
-        slo = signals.slo_ttft_s(snap, th)
-        self.th = th
-        self.tpot_stat = tpot_stat
-        self.link_binding = link_binding
-        # Each statistic's materiality ratio. A neighbour's GPU share shows first in the decode tail:
-        # once the drop is measured, a smaller P99 excess is its symptom rather than noise.
-        tpot_tail_ratio = th.tpot_tail_confirmed_ratio if compute_confirmed else th.tpot_tail_inflation_ratio
-        shares = attribution.shares
-        ttft_median = False
-        for s in shares:
-            if s.stat == "ttft_p50":
-                ttft_median = True
-                break
-        rows = []
-        br_any = False
-        floor, link_ratio = th.delay_material_slo_fraction * slo, th.ttft_link_inflation_ratio
-        for s in shares:
-            ref = s.reference_s
-            ex = s.observed_s - ref if ref is not None and s.observed_s > ref else 0.0
-            stat = s.stat
-            is_tpot = stat[1] == "p"
-            if is_tpot:
-                ratio = th.tpot_inflation_ratio if stat == "tpot_p50" else tpot_tail_ratio
-            else:
-                ratio = th.ttft_inflation_ratio if stat == "ttft_p50" else th.ttft_tail_inflation_ratio
-            thr = (ratio - 1.0) * (ref or 0.0)
-            # v11: at a full link the network binds through a TTFT statistic from a lower bar (the
-            # link's gauge corroborates what a noisier quantile alone could not); the queue's and
-            # compute's stay. Never under a tenth of the SLO (``delay_material_slo_fraction``: 50 ms
-            # of a 500 ms SLO, the corpus truth's TTFT floor; a share, so the rule scales with the SLO).
-            if is_tpot:
-                thr_link = thr_net = thr
-            else:
-                thr_link = (link_ratio - 1.0) * (ref or 0.0)
-                if thr_link < floor:
-                    thr_link = floor
-                if thr_link > thr:
-                    thr_link = thr
-                thr_net = thr_link if link_full else thr
-            br = not is_tpot and stat == "ttft_p99" and s.observed_s > slo and ex > 0
-            mat = (ex > 0 and ex >= thr * (1.0 - _EPS)) or br
-            mat_net = mat or (thr_net < thr and ex > 0 and ex >= thr_net * (1.0 - _EPS))
-            judged = stat == tpot_stat and not median_drift if is_tpot else (stat == "ttft_p50" or br or not ttft_median)
-            rows.append((stat, is_tpot, ex, thr, mat, br, judged, (s.queue_s, s.network_s, s.compute_s), thr_net, mat_net, thr_link))
-            br_any = br_any or br
-        self.rows = rows
-        self.any_breached = br_any  # only the P99 TTFT can breach (the SLO's)
-        self._bound: dict[bool, tuple[list[tuple[str, float]], ...]] = {}  # per ttft_only
-        self._tops: dict[bool, list[float]] = {}
-
-    def judged_stat(self, stat: str) -> bool:
-        return any(r[0] == stat and r[6] for r in self.rows)
-
-    def _tail_at_link(self, stat: str) -> bool:
-        """At a full link the P99 TTFT counts for the network beside a median at its reference (first
-        chunks wait in the link's queue, the median's often do not), and so does the P99 TPOT unless
-        a full WAN link's token gaps are bursts the requests' pace absorbs (``wan_tail_quiet``)."""
-        return self.link_binding and (stat == "ttft_p99" or (stat == "tpot_p99" and not self.wan_tail_quiet))
-
-    def binds(self, resource: str, ttft_only: bool = False) -> bool:
-        return self._top(ttft_only)[_INDEX[resource]] >= 1.0 - _EPS
-
-    def binding_rows(self, resource: str, ttft_only: bool = False, at_least: float = 1.0) -> list[tuple[str, float]]:
-        """``(stat, ratio)`` of every statistic through which the resource binds: its share over the
-        materiality threshold (>= 1; for a breached P99 TTFT, over half the excess if that is larger).
-        ``at_least`` below 1 also returns the statistics where it comes that close."""
-        bar = at_least * (1.0 - _EPS)
-        return [(stat, r) for stat, r in self._ratios(ttft_only)[_INDEX[resource]] if r >= bar]
-
-    def _top(self, ttft_only: bool) -> list[float]:
-        """The largest ratio of each resource (queue, network, compute; 0 where it binds through nothing)."""
-        self._ratios(ttft_only)
-        return self._tops[ttft_only]
-
-    def _ratios(self, ttft_only: bool) -> tuple[list[tuple[str, float]], ...]:
-        """Per resource (queue, network, compute), every statistic it may bind through, with its
-        share over the threshold: one pass over the rows, once per question (the verdict asks the
-        same question several times)."""
-        cached = self._bound.get(ttft_only)
-        if cached is not None:
-            return cached
-        out: tuple[list[tuple[str, float]], ...] = ([], [], [])
-        tops = [0.0, 0.0, 0.0]
-        link_binding, confirmed, wan_quiet = self.link_binding, self.compute_confirmed, self.wan_tail_quiet
-        for stat, is_tpot, ex, thr, _mat, br, judged, secs, thr_net, _mat_net, _thr_link in self.rows:
-            if is_tpot and ttft_only:
-                continue
-            for k in (0, 1, 2) if not is_tpot else (1, 2):  # the queue never binds through TPOT
-                # At a full link the P99 TPOT counts even beside a median at its reference: the link
-                # corroborates the tail (the first window after a cap cut shows it before the median).
-                # So does the P99 TTFT: first chunks wait in the full link's queue, the median's often do not.
-                # A full WAN link's token-gap tail with first tokens at their reference is bursts the
-                # requests' pace absorbs (``wan_tail_quiet``): it does not count alone.
-                tail_at_link = k == 1 and link_binding and (stat == "ttft_p99" or (stat == "tpot_p99" and not wan_quiet))  # _tail_at_link
-                tail_confirmed = k == 2 and confirmed and stat == "tpot_p99"  # likewise a reported GPU-share drop
-                if not judged and not tail_at_link and not tail_confirmed:
-                    continue
-                sec = secs[1] + secs[2] if k == 1 and is_tpot and link_binding else secs[k]  # a full link takes part in any contention
-                if sec <= 0:
-                    continue
-                bar = thr_net if k == 1 else thr
-                ratio = sec / bar if bar > 0 else _RATIO_MAX
-                if br and ex > 0:
-                    ratio = max(ratio, sec / (0.5 * ex))
-                if ratio > _RATIO_MAX:
-                    ratio = _RATIO_MAX
-                out[k].append((stat, ratio))
-                if ratio > tops[k]:
-                    tops[k] = ratio
-        self._bound[ttft_only] = out
-        self._tops[ttft_only] = tops
-        return out
-
-    def closest(self) -> float:
-        """The largest judged excess over its materiality threshold (< 1 when nothing is material)."""
-        best = 0.0
-        for _stat, _tp, ex, _thr, _mat, _br, judged, _secs, thr_net, _mat_net, _thr_link in self.rows:
-            if judged and ex > 0:  # against the lowest bar any resource binds from
-                best = max(best, ex / thr_net if thr_net > 0 else _RATIO_MAX)
-        return best
-
-    def fractions(self) -> dict[str, float]:
-        q = n = c = 0.0
-        lb, wq = self.link_binding, self.wan_tail_quiet
-        for stat, _tp, ex, _thr, mat, _br, judged, secs, _thr_net, mat_net, _thr_link in self.rows:
-            # ``_tail_at_link`` inlined (the hot path)
-            if mat_net and ex > 0 and (judged or (lb and (stat == "ttft_p99" or (stat == "tpot_p99" and not wq)))):
-                y = secs[1] / ex
-                if y > n:
-                    n = y
-                if not mat or not judged:
-                    continue  # material to the network's bar only, or a tail only the link lets count (v11)
-                x, z = secs[0] / ex, secs[2] / ex
-                if x > q:
-                    q = x
-                if z > c:
-                    c = z
-        return {"queue": round(min(1.0, q), 4), "network": round(min(1.0, n), 4), "compute": round(min(1.0, c), 4)}
-
-    def secondary(self, resource: str, fractions: dict[str, float]) -> bool:
-        if fractions[resource] < self.th.secondary_share * (1.0 - _EPS):
-            return False
-        k = _INDEX[resource]
-        if k == 1:
-            return any(r[9] and (r[6] or self._tail_at_link(r[0])) and r[7][1] >= 0.5 * r[8] * (1.0 - _EPS) for r in self.rows)
-        return any(r[4] and r[6] and r[7][k] >= 0.5 * r[3] * (1.0 - _EPS) for r in self.rows)
-
-    def any_material(self, tpot: bool) -> bool:
-        for r in self.rows:  # noqa: SIM110 (a loop: a generator costs more on the hot path)
-            if r[1] is tpot and r[4] and r[6]:
-                return True
-        return False
-
-    def largest(self) -> str | None:
-        best, name = 0.0, None
-        for r in self.rows:
-            if r[4] and r[6]:
-                for res in ORDER:
-                    sec = r[7][_INDEX[res]]
-                    if sec > best:
-                        best, name = sec, res
-        return name
-
-
-_INDEX = {"queue": 0, "network": 1, "compute": 2}
 _REF_FIELDS = (
     "ref_ttft_p50_s",
     "ref_ttft_mean_s",
@@ -364,12 +170,12 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     ]
     wan_quiet = _wan_tail_quiet(attribution, ph, th)
     held = ph.link.binding or ph.coalesced
-    judge = _Judge(attribution, snap, th, ph.tpot_stat, held, ph.compute_confirmed, False, wan_quiet, ph.link.binding)
+    judge = Judge(attribution, snap, th, ph.tpot_stat, held, ph.compute_confirmed, False, wan_quiet, ph.link.binding)
     # The median's drift is read only where TPOT alone would decide: beside a material TTFT (a
     # queue binding, say) the median still says how much of it compute shares.
     drift = _median_drift(snap, ph, th) and not judge.any_material(tpot=False)
     if drift:
-        judge = _Judge(attribution, snap, th, ph.tpot_stat, held, ph.compute_confirmed, True, wan_quiet, ph.link.binding)
+        judge = Judge(attribution, snap, th, ph.tpot_stat, held, ph.compute_confirmed, True, wan_quiet, ph.link.binding)
     fractions = judge.fractions()
     # RESOURCES' order (queue, network, compute), spelt out: a generator a window costs more.
     attribution = Attribution(
@@ -393,13 +199,13 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     rests_on: list[str] = []  # the statistics the verdict rests on (their request counts must bound them)
     slack = False  # healthy, every resource slack by its gauges (``unsure.resources_slack``)
     tops = judge._top(False)
-    binding = [r for r in ORDER if tops[_INDEX[r]] >= 1.0 - _EPS]
+    binding = [r for r in ORDER if tops[INDEX[r]] >= 1.0 - EPS]
     # A measured delay binds the network whatever the quantiles resolve (``delay_material_slo_fraction``),
     # where the first tokens show it (``delay_shown_fraction`` of it in a TTFT statistic's excess).
     delay_bar = th.delay_material_slo_fraction * signals.slo_ttft_s(snap, th)
     material_delay = delay_bar > 0 and ge(ph.delay_ttft_s, delay_bar)
     delay_shown = _delay_shown(attribution, ph.delay_ttft_s, th) if material_delay else []
-    delay_margin = math.log2(min(ph.delay_ttft_s / delay_bar, _RATIO_MAX)) if delay_shown else 0.0
+    delay_margin = math.log2(min(ph.delay_ttft_s / delay_bar, RATIO_MAX)) if delay_shown else 0.0
     delay_rests = [st for st in delay_shown if st.endswith("p50")] or delay_shown  # a median needs fewer requests
     delay_binds = bool(delay_shown) and "network" not in binding
     if delay_binds:
@@ -409,7 +215,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         # Nothing in flight, nothing waiting, nothing served: no request to be slow, no resource to
         # bind. A stalled tier shows requests running or waiting; without those gauges it stays unknown.
         regime, note = Regime.HEALTHY, "idle: no request in flight, waiting or served in the window"
-        margin = math.log2(_RATIO_MAX)
+        margin = math.log2(RATIO_MAX)
     elif not has_ttft and not has_tpot:
         regime, note = Regime.UNKNOWN, "no latency signal"
     elif ph.unseparated:
@@ -444,7 +250,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
                 margin, rests_on = delay_margin, delay_rests
                 note = f"the path's RTT adds {ph.delay_ttft_s * 1e3:.0f} ms to every first token (measured, not inferred from TTFT)"
             else:
-                margin, rests_on = _binding_margin(judge, primary, snap)
+                margin, rests_on = binding_margin(judge, primary, snap)
                 if primary == "network" and delay_margin > margin:  # the measured delay is the stronger evidence
                     margin, rests_on = delay_margin, delay_rests
             caps.extend(unsure.binding_caps(primary, ph, snap, th, judge, queue, compute, has_tpot))
@@ -456,7 +262,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             regime = Regime.HEALTHY
             closest = judge.closest()
             # A statistic can pass its ratio with nothing binding (load explains TPOT): margin 0 then.
-            margin = max(0.0, math.log2(1.0 / closest)) if closest > 1.0 / _RATIO_MAX else math.log2(_RATIO_MAX)
+            margin = max(0.0, math.log2(1.0 / closest)) if closest > 1.0 / RATIO_MAX else math.log2(RATIO_MAX)
             rests_on = [r[0] for r in judge.rows if r[6]]
             slack = unsure.resources_slack(ph, snap, th)
             if not slack:  # slack gauges decide without the latency statistics (and their references)
@@ -555,43 +361,6 @@ def _wan_tail_quiet(attribution: Attribution, ph: Physics, th: Thresholds) -> bo
                 return False
             seen += 1
     return seen == 2
-
-
-def _binding_margin(judge: _Judge, primary: str, snap: SliceSnapshot) -> tuple[float, list[str]]:
-    """log2 of how far the primary's share passes materiality, less how close a resource whose remedy
-    comes first is to binding (it would take the verdict over), and the statistics it rests on: the
-    medians it binds through (else every statistic), those of them the window's request counts
-    bound where any are (v11)."""
-    bar = 1.0 - _EPS
-    medians: list[tuple[str, float]] = []
-    every: list[tuple[str, float]] = []
-    for stat, r in judge._ratios(False)[_INDEX[primary]]:
-        if r >= bar:
-            every.append((stat, r))
-            # Through a median the verdict stands on the robust statistic (a tail beside it adds nothing
-            # it needs); only a verdict binding through tails alone rests on them, and on their request counts.
-            if stat.endswith("p50"):
-                medians.append((stat, r))
-    pool = medians or every
-    # v11: a verdict that binds through several statistics stands on any one of them: where some
-    # rest on enough requests to bound them (``sampling``), it rests on those (a network verdict at
-    # a pinned cap has its TPOT median from the streams in flight while few first tokens arrive).
-    if len(pool) > 1:
-        sampled = [(stat, r) for stat, r in pool if not confidence.undersampled(stat, snap)]
-        if sampled:
-            pool = sampled
-    stats = [stat for stat, _r in pool]
-    top = 0.0
-    for _stat, r in pool:
-        if r > top:
-            top = r
-    margin = math.log2(top) if stats else 0.0
-    tops = judge._top(False)
-    for ahead in ORDER[: ORDER.index(primary)]:
-        near = tops[_INDEX[ahead]]  # the largest ratio it binds through (0: none)
-        if near >= (1.0 / _RATIO_MAX) * bar:
-            margin = min(margin, max(0.0, math.log2(1.0 / near)))
-    return max(0.0, margin), stats
 
 
 _CAUSE_OF_LINK = {"cap": NetworkCause.EDGE_CAP, "capacity": NetworkCause.EDGE_CAPACITY, "wan": NetworkCause.WAN_LINK}

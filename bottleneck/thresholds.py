@@ -60,8 +60,9 @@ class Thresholds:
     tpot_coalesced_ratio: float = 0.5
     # v11: at a full link (edge or WAN, >= link_binding_ratio) the network binds through a TTFT
     # statistic from 1.5x its reference and a tenth of the SLO over it (``delay_material_slo_fraction``,
-    # 50 ms of 500): the corpus truth's own "visibly worse" bar and floor, not tuned. The link corroborates what a quantile alone could
-    # not; the queue and compute still bind from the 3x bars (a full link makes no queue).
+    # 50 ms of 500): the corpus truth's own "visibly worse" bar and floor, not tuned. The link
+    # corroborates what a quantile alone could not; the queue and compute still bind from the 3x
+    # bars (a full link makes no queue).
     ttft_link_inflation_ratio: float = 1.5
     tokens_drop_ratio: float = 0.8  # under the cap throughput fell 370 -> 220 tok/s (0.59x); 20 % dips are load noise
 

@@ -18,7 +18,7 @@ from inferslice.diagnosis import Regime
 from inferslice.snapshot import SliceSnapshot
 
 if TYPE_CHECKING:  # the judge is built by classify, which imports this module
-    from inferslice.bottleneck.classify import _Judge as Judge
+    from inferslice.bottleneck.judge import Judge
 
 __all__ = ["binding_caps", "healthy_caps", "healthy_tail_caps", "prior_decides", "resources_slack"]
 
