@@ -181,7 +181,7 @@ def healthy_tail_caps(judge: Judge, ph: Physics, snap: SliceSnapshot, material_d
     if material_delay:
         ms = ph.delay_ttft_s * 1e3
         caps.append(f"a measured WAN delay of {ms:.0f} ms the window's TTFT does not show: another path's RTT, or a statistic missing")
-    # Either tail counts at a full link (``_Judge._ratios``): a tail past its materiality beside a
+    # Either tail counts at a full link (``judge.Judge._ratios``): a tail past its materiality beside a
     # median at its reference is what a full link the window does not show would bind, and a full
     # link without a tail is a window missing the statistic that would.
     # v11: at a full link the network binds through either TTFT statistic from the link's lower bar.
