@@ -23,6 +23,26 @@ def _first_after(history: Sequence[Mapping[str, Any]], t: float) -> Mapping[str,
     return min(later, key=lambda d: float(d["window_end_s"])) if later else None
 
 
+def _knob(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The knob an action turns: the tier's cap, its replica count, one replica's placement."""
+    a = row.get("action", {})
+    return (row.get("tier"), a.get("kind"), a.get("replica"))
+
+
+def _next_on_knob(actions: Sequence[Mapping[str, Any]], row: Mapping[str, Any]) -> float | None:
+    """When the next action on the same tier and knob took effect: a window ending after it no
+    longer measures ``row`` alone (a second raise on the same evidence would lend the first its effect)."""
+    applied = row.get("applied_s")
+    if applied is None:
+        return None
+    later = [
+        float(o["applied_s"])
+        for o in actions
+        if o is not row and o.get("applied_s") is not None and float(o["applied_s"]) > float(applied) and _knob(o) == _knob(row)
+    ]
+    return min(later) if later else None
+
+
 def _ttft_p99(d: Mapping[str, Any] | None) -> str:
     if d is None:
         return "—"
@@ -90,7 +110,8 @@ def control_section(
     events: Sequence[Mapping[str, Any]] = (),
     window_s: float = 8.0,
 ) -> list[str]:
-    """``window_s``: the diagnosis window; the "after" column reads the first window measured wholly under the action."""
+    """``window_s``: the diagnosis window; the "after" column reads the first window measured wholly under the action and
+    before the next action on the same tier and knob took effect (``_next_on_knob``)."""
     refused = [a for a in actions if a.get("state") == "refused"]
     actions = [a for a in actions if a.get("state") != "refused"]
     t0 = timeline[0][1] if timeline else 0.0
@@ -100,7 +121,8 @@ def control_section(
         "",
         "Times are seconds into the story. Repeated proposals are one row (`n`: how many, `when`: first-last).",
         "The outcome is the controller's verdict on a window measured under the action (effective, insufficient,",
-        "ineffective, superseded, unjudged); before -> after compares the window before it with the first after it should have helped.",
+        "ineffective, superseded, unjudged); before -> after compares the window before it with the first after it should have helped,",
+        "measured before any later action on the same tier and knob took effect (— where there is none).",
         "",
         "| phase | mode | action | tier | value | cause | state | n | when | approved by | regime before -> after"
         " | P99 TTFT before -> after | P50 TPOT before -> after | outcome |",
@@ -118,6 +140,9 @@ def control_section(
         if applied is not None:
             delay = float(a.get("expected_by_s") or decided) - decided
             after = _first_after(hist, float(applied) + max(delay, window_s))
+            cut = _next_on_knob(actions, row)
+            if after is not None and cut is not None and float(after["window_end_s"]) > cut:
+                after = None  # no window measured under this action alone: "—", not the next one's effect
         first, last = folded["first_s"] - t0, folded["last_s"] - t0
         when = f"{first:.0f} s" if folded["count"] == 1 else f"{first:.0f}-{last:.0f} s"
         what = a.get("kind") if not a.get("replica") else f"{a.get('kind')} {a.get('replica')}"

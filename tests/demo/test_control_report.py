@@ -60,3 +60,35 @@ def test_repeated_proposals_are_one_row_and_each_verdict_shows_as_such() -> None
     assert rows[2].endswith("| insufficient |") and "0.86 Mbit/s" in rows[2]
     assert rows[3].endswith("| ineffective |") and rows[4].endswith("| effective |")
     assert "- remedies: ineffective (premium): m" in text
+
+
+def test_an_action_is_not_credited_with_the_next_ones_effect() -> None:
+    """The issue's demo: the raise to 0.86 Mbit/s bound and the controller raised again to 2.59 six
+    seconds later; the first window wholly after the first raise was measured under 2.59, so the first
+    raise has no "after" of its own (—), and the second gets the healthy window."""
+    phase = DEFAULT_STORY.phases[2]
+    timeline = [(phase, 100.0, 160.0)]
+    raise1 = {"kind": "set_cap", "value": 0.86e6, "regime": "network_limited", "expected_by_s": 135.0}
+    raise2 = {"kind": "set_cap", "value": 2.59e6, "regime": "network_limited", "expected_by_s": 141.0}
+    scale = {"kind": "set_replicas", "value": 3, "regime": "queue_limited", "expected_by_s": 140.0}
+    actions = [
+        {"tier": "standard", "mode": "auto", "state": "applied", "decided_s": 131.0, "applied_s": 131.2, "outcome": "insufficient",
+         "action": raise1},
+        {"tier": "standard", "mode": "auto", "state": "applied", "decided_s": 137.0, "applied_s": 137.2, "outcome": "effective",
+         "action": raise2},
+        # another knob of the same tier does not cut the raise's window, nor the raises its
+        {"tier": "standard", "mode": "auto", "state": "applied", "decided_s": 132.0, "applied_s": 132.0, "outcome": "effective",
+         "action": scale},
+    ]  # fmt: skip
+    history = {
+        "standard": [
+            {"window_end_s": 130.0, "regime": "network_limited"},
+            {"window_end_s": 141.0, "regime": "healthy"},
+            {"window_end_s": 146.0, "regime": "healthy"},
+        ]
+    }
+    text = "\n".join(control_section(actions, history, timeline))
+    rows = {line.split(" | ")[4]: line for line in text.splitlines() if line.startswith("| remedies")}
+    assert "| network_limited -> — |" in rows["0.86 Mbit/s"]
+    assert "| network_limited -> healthy |" in rows["2.59 Mbit/s"]
+    assert "| network_limited -> healthy |" in rows["3"]
