@@ -111,6 +111,26 @@ def test_keda_scales_down_only_to_the_highest_desired_count_of_its_window() -> N
     assert backend.targets["premium"] == 5
 
 
+def test_keda_holds_the_tiers_guaranteed_count_as_its_min_replicas() -> None:
+    """minReplicas is the tier's guaranteed count (``replicas_min``), not a hard-coded 1: a Premium
+    that guarantees 3 replicas never drops under 3, with or without a queue."""
+    tiers = [t.model_copy(update={"replicas_min": 3}) if t.name == "premium" else t for t in TOP.tiers]
+    top = TOP.model_copy(update={"tiers": tiers})
+    backend = _Queue()
+    backend.targets["premium"] = 3
+    keda = KedaHpa(F)
+    keda.setup(backend, top, ActionLog())  # type: ignore[arg-type]
+    for t in (0.0, 20.0, 40.0):  # no queue: desired ceil(0 / 5) = 0, held at the guarantee
+        keda.decide(t, "premium")
+        assert backend.targets["premium"] == 3
+    backend.waiting = 30  # ceil(30 / 5) = 6 at the ceiling ...
+    keda.decide(60.0, "premium")
+    assert backend.targets["premium"] == 6
+    backend.waiting = 0  # ... and back down to the guarantee once the window forgets the 6, never to 1
+    keda.decide(80.0, "premium")
+    assert backend.targets["premium"] == 3
+
+
 class _Replicas:
     """A backend whose Premium replicas (state, KV usage) the test sets; WVA reads them and the target."""
 
