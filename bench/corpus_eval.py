@@ -196,6 +196,7 @@ def attribution_error(records: Sequence[Mapping[str, Any]], th: Thresholds = DEF
     stats = {"ttft_p50": "ttft_p50_s", "ttft_p99": "ttft_p99_s", "tpot_p50": "tpot_p50_s", "tpot_p99": "tpot_p99_s"}
     ms: list[float] = []
     pp: list[float] = []
+    pp_positive: list[float] = []  # pairs whose true share is > 0: most pairs are 0 truth, 0 prediction
     rows = []
     for rec in records:
         cf = rec.get("counterfactual")
@@ -228,6 +229,8 @@ def attribution_error(records: Sequence[Mapping[str, Any]], th: Thresholds = DEF
                 err = abs(share.seconds(r) - min(truth[r], excess))
                 ms.append(1000 * err)
                 pp.append(100 * err / excess)
+                if truth[r] > 0:
+                    pp_positive.append(100 * err / excess)
             rows.append({"id": rec["id"], "stat": stat, "excess_s": round(excess, 4),
                          "predicted": {r: round(share.seconds(r), 4) for r in RESOURCES},
                          "truth": {r: round(min(truth[r], excess), 4) for r in RESOURCES}})  # fmt: skip
@@ -235,6 +238,8 @@ def attribution_error(records: Sequence[Mapping[str, Any]], th: Thresholds = DEF
         "pairs": len(ms),
         "mae_ms": round(sum(ms) / len(ms), 1) if ms else None,
         "mae_pp": round(sum(pp) / len(pp), 1) if pp else None,
+        "pairs_true_positive": len(pp_positive),
+        "mae_pp_true_positive": round(sum(pp_positive) / len(pp_positive), 1) if pp_positive else None,
         "rows": rows,
     }
 
@@ -391,8 +396,9 @@ def markdown(result: Mapping[str, Any]) -> str:
         "",
         "## Attribution error against counterfactual truth (test half, tuned)",
         "",
-        f"{attr['pairs']} (window, statistic, resource) pairs; mean absolute error {attr['mae_ms']} ms, {attr['mae_pp']} percentage points "
-        "of the statistic's excess over the reference.",
+        f"On the {attr['pairs_true_positive']} pairs whose true share is > 0: {attr['mae_pp_true_positive']} percentage points of the"
+        f" statistic's excess over the reference. All {attr['pairs']} (window, statistic, resource) pairs, most of them 0 truth and"
+        f" 0 predicted: mean absolute error {attr['mae_ms']} ms, {attr['mae_pp']} percentage points.",
         "",
         "## With the default thresholds (test half)",
         "",
@@ -415,6 +421,7 @@ def markdown(result: Mapping[str, Any]) -> str:
 def targets(result: Mapping[str, Any]) -> list[tuple[str, bool, str]]:
     test = result["tuned"]["splits"]["test"]
     ours = test["methods"]["inferslice"]
+    attr = test["attribution_error"]
     out = [
         ("primary regime >= 97 % held-out", (ours["primary_accuracy"] or 0) >= TARGETS["primary"], _pct(ours["primary_accuracy"])),
         (
@@ -423,9 +430,10 @@ def targets(result: Mapping[str, Any]) -> list[tuple[str, bool, str]]:
             f"{ours['compound_set_f1']} over {ours['compound_windows']} compound windows (set F1 over all caused windows {ours['set_f1']})",
         ),
         (
-            "attribution error <= 15 pp",
-            (test["attribution_error"]["mae_pp"] or 1e9) <= TARGETS["attribution_pp"],
-            f"{test['attribution_error']['mae_pp']} pp over {test['attribution_error']['pairs']} pairs",
+            "attribution error <= 15 pp (pairs whose true share is > 0)",
+            (attr["mae_pp_true_positive"] or 1e9) <= TARGETS["attribution_pp"],
+            f"{attr['mae_pp_true_positive']} pp over {attr['pairs_true_positive']} pairs"
+            f" (all {attr['pairs']} pairs, most of them 0 truth and 0 predicted: {attr['mae_pp']} pp)",
         ),
         (
             "classifier cost <= 4x parsing",
@@ -437,6 +445,12 @@ def targets(result: Mapping[str, Any]) -> list[tuple[str, bool, str]]:
         mine = ours["ac1"][key]
         for name, m in test["methods"].items():
             if name == "inferslice":
+                continue
+            if m.get("failed") and m["failed"] >= m.get("windows_with_cause", 0):
+                if key == "by_cause":  # a peer that ran on no window is not beaten: it is not run, and claims nothing
+                    out.append(
+                        (f"{name}: not run", False, f"failed on all {m['failed']} windows ({', '.join(m['errors'])}); no claim either way")
+                    )
                 continue
             worse = [f"{c} ({v:.3f} vs {mine.get(c, 0.0):.3f})" for c, v in m["ac1"][key].items() if v >= mine.get(c, 0.0)]
             text = "ties or loses on " + ", ".join(worse) if worse else "beaten on all"

@@ -55,3 +55,46 @@ def test_the_brief_points_label_the_brief_s_own_readings() -> None:
     assert labels["cap-1mbps-10"] == [] and labels["cap-at-nominal-10"] == []
     assert labels["free-queue-16"] == ["queue"] and labels["free-queue-and-cap-16"] == ["network", "queue"]
     assert len(labels) >= 25
+
+
+def test_a_peer_that_failed_everywhere_is_not_run_not_beaten_and_attribution_counts_true_shares() -> None:
+    """Issue 17: RCD failed on every window yet counted as beaten, and the attribution target was met on
+    a figure diluted by 0-truth, 0-predicted pairs. A peer with no window is "not run" (no claim), and
+    the target reads the pairs whose true share is > 0, the all-pairs figure beside it."""
+    from inferslice.bench.corpus_eval import targets
+
+    ac1 = {"by_cause": {"queue": 0.9, "network": 0.9}, "by_cause_single": {"queue": 1.0, "network": 1.0}}
+    zero = {"by_cause": {"queue": 0.0, "network": 0.0}, "by_cause_single": {"queue": 0.0, "network": 0.0}}
+    result = {
+        "tuned": {
+            "splits": {
+                "test": {
+                    "methods": {
+                        "inferslice": {
+                            "primary_accuracy": 0.99,
+                            "compound_set_f1": 0.95,
+                            "compound_windows": 5,
+                            "set_f1": 0.97,
+                            "ac1": ac1,
+                        },
+                        "baro": {"windows_with_cause": 4, "failed": 0, "errors": {}, "ac1": zero},
+                        "rcd": {"windows_with_cause": 4, "failed": 4, "errors": {"AttributeError": 4}, "ac1": zero},
+                    },
+                    "attribution_error": {
+                        "pairs": 10,
+                        "mae_pp": 8.0,
+                        "mae_ms": 40.0,
+                        "pairs_true_positive": 3,
+                        "mae_pp_true_positive": 26.2,
+                    },
+                }
+            }
+        },
+        "cost": {"classify_over_parse_cost": 3.5},
+    }
+    got = {name: (ok, text) for name, ok, text in targets(result)}
+    assert not any("beats rcd" in name for name in got)
+    assert got["rcd: not run"][0] is False and "failed on all 4" in got["rcd: not run"][1]
+    assert got["beats baro on every cause class (AC@1, all windows)"][0] is True
+    ok, text = got["attribution error <= 15 pp (pairs whose true share is > 0)"]
+    assert ok is False and text.startswith("26.2 pp over 3 pairs") and "8.0 pp" in text
