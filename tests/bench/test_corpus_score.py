@@ -257,3 +257,29 @@ def test_calibrate_refits_only_the_named_regimes_and_keeps_the_rest(tmp_path: Pa
     assert out["counts"]["compute_limited"] == 423
     with pytest.raises(ValueError, match="network_limited"):
         cal.calibrate([], "3-4", ["corpus B"], "ab" * 32, table_file, regimes=("network_limited",))
+
+
+def test_the_peers_get_the_cap_capacity_reference_and_slo_columns_inferslice_reads() -> None:
+    """Issue 17 item 6: BARO / NSigma / CIRCA / RCD get the same columns as inferslice: the cap, the
+    link's utilisation of it and of its capacity, the references and the SLO (before, none of them)."""
+    s = SliceSnapshot(
+        slice="standard",
+        ttft_p99_s=0.9,
+        tpot_p99_s=0.06,
+        slo_ttft_p99_s=0.5,
+        ref_ttft_p99_s=0.3,
+        ref_tpot_p99_s=0.03,
+        link_rx_bps=0.9e6,
+        link_cap_bps=1e6,
+        link_capacity_bps=1e7,
+        wan_rx_bps=5e6,
+        wan_capacity_bps=1e7,
+    )
+    c = peers.columns(s)
+    assert c["link_cap"] == 1e6
+    assert c["link_overcap"] == pytest.approx(0.9)
+    assert c["link_overcapacity"] == pytest.approx(0.09)
+    assert c["wan_overcapacity"] == pytest.approx(0.5)
+    assert c["latency_ttftoverslo"] == pytest.approx(1.8)
+    assert c["latency_ttftoverref"] == pytest.approx(3.0)
+    assert c["latency_tpotoverref"] == pytest.approx(2.0)
