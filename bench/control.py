@@ -110,7 +110,7 @@ def run_one(
         step += 1
         for name, ts in sim.tiers.items():
             replica_seconds[name] += settings.dt_s * len(ts.replicas)
-        violations += count_violations(top, res, _model_live(sim), {n: ts.cap_bps for n, ts in sim.tiers.items()})
+        violations += count_violations(top, res, _model_live(sim), {n: ts.cap_bps for n, ts in sim.tiers.items()}, _model_holding(sim))
         windows: dict[str, SliceSnapshot] | None = None
         diagnoses: dict[str, Diagnosis] | None = None
         if step % steps_per_window == 0:
@@ -140,11 +140,16 @@ def _model_serving(sim: ServingSim) -> Serving:
 
 def _model_live(sim: ServingSim) -> dict[str, list[str]]:
     # Draining replicas finish their streams and take no new work; make-before-break holds the
-    # old replica until the new one serves: neither counts against the ceiling or the slots.
+    # old replica until the new one serves: neither counts against the ceiling.
     return {
         name: [r.slot for r in ts.replicas if r.state != "draining" and not (r.replaces and r.state == "starting")]
         for name, ts in sim.tiers.items()
     }
+
+
+def _model_holding(sim: ServingSim) -> dict[str, list[str]]:
+    # ... but a move's successor holds its GPU from the moment it starts (as the guard counts it).
+    return {name: [r.slot for r in ts.replicas if r.state != "draining"] for name, ts in sim.tiers.items()}
 
 
 def count_violations(
@@ -152,18 +157,23 @@ def count_violations(
     res: Mapping[str, Mapping[str, float]],
     live: Mapping[str, Sequence[str]],
     caps: Mapping[str, float | None] | None = None,
+    holding: Mapping[str, Sequence[str]] | None = None,
 ) -> int:
     """Breaches at one instant (the guardrails' batch invariants, ``control.guardrails.violations``):
     a tier beyond its ceiling or GPU quota; a tier's replicas on a slot using more than its own
     reservation plus what no other tier reserved there; a slot holding more than one GPU in all;
     with ``caps`` (tier -> client-edge cap, None uncapped), the caps and the other tiers' guarantees
-    beyond the edge. ``live``: per tier, the slots of its serving (or cold-starting, not draining) replicas."""
+    beyond the edge. ``live``: per tier, the slots of its serving (or cold-starting, not draining) replicas,
+    a move's successor left out (the ceiling); ``holding``: the slots holding GPU, successors in (the
+    slots; default ``live``), as ``control.view.cluster_view`` counts them for the guard."""
     bad = 0
     use: dict[str, dict[str, float]] = {}
     for name, slots in live.items():
         t = top.tier(name)
         if len(slots) > t.replicas_max or len(slots) * t.gpu_per_replica > t.gpu_quota + 1e-9:
             bad += 1
+    for name, slots in (holding if holding is not None else live).items():
+        t = top.tier(name)
         for slot in slots:
             use.setdefault(slot, {})
             use[slot][name] = use[slot].get(name, 0.0) + t.gpu_per_replica

@@ -248,7 +248,8 @@ def _loop(
         if now >= 0:
             for t, r in readings.items():
                 replica_s[t] += (now - max(last, 0.0)) * len(r.replicas)
-        violations += count_violations(top, res, live_slots(top, readings), {t: r.cap_bps for t, r in readings.items()})
+        holding = {t: [x.slot for x in r.replicas if x.state != "draining"] for t, r in readings.items()}
+        violations += count_violations(top, res, live_slots(top, readings), {t: r.cap_bps for t, r in readings.items()}, holding)
         last = now
         windows: dict[str, SliceSnapshot] | None = None
         diagnoses: dict[str, Diagnosis] | None = None
