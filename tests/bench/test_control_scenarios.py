@@ -13,9 +13,12 @@ from inferslice.bench.control_scenarios import (
     addresses,
     causes,
     futile,
+    model_of,
     scenarios,
+    step_model,
 )
 from inferslice.bench.control_sim import ServingSim, tier_max_capacity_rps
+from inferslice.snapshot import SliceSnapshot
 from inferslice.topology import load_topology
 
 TOP = load_topology()
@@ -75,3 +78,77 @@ def test_futile_is_a_remedy_that_cannot_address_what_binds() -> None:
     ramp = [(20.0, {"standard": frozenset({"wan:bristol|london"})}), (28.0, {"standard": frozenset({"capacity"})})]
     assert not futile(TOP, sc, (20.0, "standard", "scale_out", 3, 2), ramp, 12.0)
     assert addresses(TOP, sc, 100.0, "cap_change", 1e6, 2e6) == frozenset()  # a cap cut remedies nothing
+
+
+def _run(
+    scenario: str, replicas: dict[str, int], until_s: float, seed: int = 1, moves: tuple[tuple[float, str, str], ...] = ()
+) -> tuple[ServingSim, dict[str, list[tuple[float, SliceSnapshot]]]]:
+    """The model playing ``scenario`` with fixed replicas (no policy), its cap events applied, and
+    ``moves`` (time, tier, slot: every replica of the tier not already there moves, make-before-break);
+    per tier, the windows (end time, snapshot) every 2 s."""
+    sc = scenarios()[scenario]
+    sim = model_of(TOP, sc, seed)
+    for tier, n in replicas.items():
+        sim.set_replicas(tier, n, instant=True)
+    caps, todo = sorted(sc.caps), sorted(moves)
+    windows: dict[str, list[tuple[float, SliceSnapshot]]] = {t.name: [] for t in TOP.tiers}
+    steps = 0
+    while sim.t < until_s:
+        while todo and todo[0][0] <= sim.t:
+            _, tier, slot = todo.pop(0)
+            for r in [r for r in sim.tiers[tier].replicas if r.state == "ready" and r.slot != slot]:
+                sim.relocate(tier, r.id, slot)
+        step_model(sim, caps, 0.25)
+        steps += 1
+        if steps % 8 == 0:
+            for t in TOP.tiers:
+                windows[t.name].append((sim.t, sim.window(t.name, 2.0)))
+    return sim, windows
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def test_the_backpressure_trap_grows_the_router_queue_and_replicas_do_not_drain_it() -> None:
+    """Premium at 2 req/s (~0.92 Mbit/s) capped at 0.5 Mbit/s from 50 s: its streams hold their
+    admission slots longer, so requests wait in the router although replicas have room; twice the
+    replicas leave the queue standing (the cap, not the replicas, paces it)."""
+    _, w4 = _run("backpressure-trap", {"free": 1, "standard": 2, "premium": 4}, 150.0)
+    _, w6 = _run("backpressure-trap", {"free": 1, "standard": 2, "premium": 6}, 150.0)
+
+    def waiting(ws: list[tuple[float, SliceSnapshot]], t0: float, t1: float) -> float:
+        return _mean([float(s.requests_waiting or 0.0) for t, s in ws if t0 <= t <= t1])
+
+    assert waiting(w4["premium"], 20.0, 50.0) < 0.5  # 4 replicas x 5 slots carry 2 req/s with room
+    assert waiting(w4["premium"], 100.0, 150.0) > 5.0  # behind the cap the queue stands
+    assert waiting(w6["premium"], 100.0, 150.0) > 0.5 * waiting(w4["premium"], 100.0, 150.0)
+    serving = Serving({"premium": ["bristol/gpu1", "bristol/gpu1", "london/gpu0", "london/gpu0"]}, {"premium": 0.5e6})
+    assert causes(TOP, scenarios()["backpressure-trap"], 100.0, serving)["premium"] == {"edge_cap"}  # capacity does not bind
+
+
+def test_moving_off_the_slowed_path_cures_the_wan_delay_step_and_the_cross_traffic() -> None:
+    """Standard's replicas at london stream over the bristol-london link: with +0.45 s on it (or
+    cross-traffic filling it) their first tokens miss the 0.5 s SLO; moved to dublin/gpu1 (another
+    path, a GPU no tier reserves) they meet it again. A cap raise or more replicas at london cannot."""
+    for scenario in ("wan-delay-step", "wan-cross-traffic"):
+        stay = {"free": 1, "standard": 2, "premium": 2}
+        _, held = _run(scenario, stay, 180.0)
+        _, moved = _run(scenario, stay, 180.0, moves=((60.0, "standard", "dublin/gpu1"),))
+
+        def ttft(ws: list[tuple[float, SliceSnapshot]]) -> float:
+            return _mean([s.ttft_p99_s for t, s in ws if 100.0 <= t <= 180.0 and s.ttft_p99_s is not None])
+
+        assert ttft(held["standard"]) > 0.5, scenario
+        assert ttft(moved["standard"]) < 0.5 * ttft(held["standard"]), scenario
+
+
+def test_the_flash_crowd_lands_on_premium_inside_standards_squeeze() -> None:
+    sc = scenarios()["flash-crowd-squeeze"]
+    cut = [(t, cap) for t, tier, cap in sorted(sc.caps) if tier == "standard"]
+    (t_cut, cap), (t_lift, lifted) = cut[0], cut[-1]
+    assert cap is not None and cap < 1e6 and lifted is None
+    crowd = [t for t in range(0, 241) if sc.arrivals("premium", float(t)) > 3.0]
+    assert crowd and t_cut < crowd[0] and crowd[-1] < t_lift  # inside the squeeze
+    assert sc.arrivals("premium", float(crowd[0] - 5)) == pytest.approx(2.0)
+    assert max(sc.arrivals("premium", float(t)) for t in crowd) == pytest.approx(4.5)
