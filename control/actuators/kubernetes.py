@@ -66,7 +66,7 @@ from .base import (
     TierObservation,
     require_kind,
 )
-from .kubernetes_lease import Deposed, FencingToken, Leadership
+from .fencing import Deposed, FencingToken, Leadership
 
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"

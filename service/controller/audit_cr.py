@@ -38,8 +38,7 @@ from dataclasses import replace
 from typing import Any
 
 from inferslice.actions import JUDGED_OUTCOMES, OUTCOME_INEFFECTIVE, Action, ActionKind
-from inferslice.control.actuators.kubernetes_audit import Recorded, SliceActionStore
-from inferslice.control.actuators.kubernetes_lease import Deposed, FencingToken, Leadership
+from inferslice.control.actuators.fencing import Deposed, FencingToken, Leadership
 from inferslice.control.guardrails import GuardState, Refusal
 from inferslice.control.settings import cooldown_key
 from inferslice.control.state import ControlEvent, ControlState
@@ -57,6 +56,7 @@ from inferslice.service.controller.audit import (
     Decided,
     TransitionError,
 )
+from inferslice.service.controller.audit_store import Recorded, SliceActionStore
 
 ROLLED_BACK = "rolled_back"  # a state only the objects know: the action's rollback has been applied
 _PHASE_OF = {

@@ -49,7 +49,7 @@ from inferslice.control.actuators.base import (
     RetryableActuatorError,
     TierObservation,
 )
-from inferslice.control.actuators.kubernetes_lease import Deposed, FencingToken, Leadership
+from inferslice.control.actuators.fencing import Deposed, FencingToken, Leadership
 from inferslice.control.guardrails import GuardState, guard
 from inferslice.control.policy import decide
 from inferslice.control.settings import TierPolicy

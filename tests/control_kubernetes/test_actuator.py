@@ -9,8 +9,8 @@ import yaml
 
 from inferslice.actions import Action, ActionKind
 from inferslice.control.actuators.base import Actuator, ApplyStatus, PermanentActuatorError, RetryableActuatorError
+from inferslice.control.actuators.fencing import Deposed, FencingToken, NotLeader
 from inferslice.control.actuators.kubernetes import FENCE_ANNOTATION, KubernetesActuator, distribute, fence_of
-from inferslice.control.actuators.kubernetes_lease import Deposed, FencingToken, NotLeader
 from inferslice.deploy import apiserver, rbac, serve_config
 from inferslice.deploy.apiserver import Call
 from inferslice.topology import Topology

@@ -14,8 +14,6 @@ import pytest
 from inferslice.actions import Action
 from inferslice.control.actuators.base import ApplyResult, TierObservation
 from inferslice.control.actuators.kubernetes import KubernetesActuator
-from inferslice.control.actuators.kubernetes_audit import PhaseConflict, SliceActionStore
-from inferslice.control.actuators.kubernetes_lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
 from inferslice.control.settings import tier_policies
 from inferslice.deploy import apiserver
 from inferslice.deploy import custom_resources as cr
@@ -23,6 +21,8 @@ from inferslice.diagnosis import Diagnosis, Regime
 from inferslice.service.controller import Controller, Mode
 from inferslice.service.controller.audit import TransitionError
 from inferslice.service.controller.audit_cr import SliceActionAuditLog
+from inferslice.service.controller.audit_store import PhaseConflict, SliceActionStore
+from inferslice.service.controller.lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
 from inferslice.snapshot import SliceSnapshot
 from inferslice.topology import Topology
 

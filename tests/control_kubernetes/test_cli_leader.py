@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from types import SimpleNamespace
 
-from inferslice.control.actuators.kubernetes_lease import FencingToken, NotLeader
+from inferslice.control.actuators.fencing import FencingToken, NotLeader
 from inferslice.service.controller.leader import run_while_leading
 
 

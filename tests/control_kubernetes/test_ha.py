@@ -8,10 +8,10 @@ import pytest
 
 from inferslice.actions import Action, ActionKind
 from inferslice.control.actuators.kubernetes import KubernetesActuator
-from inferslice.control.actuators.kubernetes_audit import PhaseConflict, SliceActionStore, apply_recorded
-from inferslice.control.actuators.kubernetes_lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
 from inferslice.deploy import apiserver
 from inferslice.deploy.custom_resources import Phase
+from inferslice.service.controller.audit_store import PhaseConflict, SliceActionStore, apply_recorded
+from inferslice.service.controller.lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
 from inferslice.topology import Topology
 
 from .conftest import api_client

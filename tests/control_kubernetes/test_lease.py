@@ -10,14 +10,9 @@ from typing import Any
 
 import pytest
 
-from inferslice.control.actuators.kubernetes_lease import (
-    FencingToken,
-    KubernetesLeaseClient,
-    LeaseElector,
-    LeaseSettings,
-    NotLeader,
-)
+from inferslice.control.actuators.fencing import FencingToken, NotLeader
 from inferslice.deploy import apiserver
+from inferslice.service.controller.lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
 
 from .conftest import api_client
 

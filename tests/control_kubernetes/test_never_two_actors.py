@@ -13,8 +13,6 @@ from typing import Any
 import pytest
 
 from inferslice.control.actuators.kubernetes import KubernetesActuator, KubernetesSettings, fence_of
-from inferslice.control.actuators.kubernetes_audit import SliceActionStore
-from inferslice.control.actuators.kubernetes_lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
 from inferslice.control.settings import tier_policies
 from inferslice.deploy import apiserver
 from inferslice.deploy import custom_resources as cr
@@ -22,6 +20,8 @@ from inferslice.diagnosis import Diagnosis, Regime
 from inferslice.errors import InferSliceError
 from inferslice.service.controller import Controller, Mode
 from inferslice.service.controller.audit_cr import SliceActionAuditLog
+from inferslice.service.controller.audit_store import SliceActionStore
+from inferslice.service.controller.lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
 from inferslice.snapshot import SliceSnapshot
 from inferslice.topology import Topology
 

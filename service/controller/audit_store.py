@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from inferslice.actions import Action
+from inferslice.control.actuators.base import ApplyStatus, PermanentActuatorError, RetryableActuatorError
 from inferslice.deploy import custom_resources as cr
 from inferslice.deploy.custom_resources import TRANSITIONS, Phase
-
-from .base import PermanentActuatorError, RetryableActuatorError
 
 MERGE = "application/merge-patch+json"
 
@@ -145,8 +144,6 @@ def apply_recorded(
     A controller that dies between apply and mark leaves the action Pending/Approved; whoever leads
     next applies it again, which the actuator's idempotency turns into ALREADY_APPLIED: the change
     happens once, the trail says who finished it."""
-    from .base import ApplyStatus
-
     rec = store.record(action, diagnosis_id)
     if rec.phase not in (Phase.PENDING, Phase.APPROVED) or (rec.phase == Phase.PENDING and not auto):
         return rec

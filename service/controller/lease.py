@@ -49,9 +49,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
-from inferslice.errors import InferSliceError
-
-from .base import PermanentActuatorError, RetryableActuatorError
+from inferslice.control.actuators.base import PermanentActuatorError, RetryableActuatorError
+from inferslice.control.actuators.fencing import Deposed, FencingToken, Leadership, NotLeader
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -75,43 +74,6 @@ class LeaseSettings:
         if self.request_timeout_s is not None:
             return self.request_timeout_s
         return max(1.0, self.renew_deadline_s / 2) if self.renew_deadline_s > 1.0 else self.renew_deadline_s / 2
-
-
-@dataclass(frozen=True, order=True)
-class FencingToken:
-    """One leadership term: ``transitions`` grows with every change of holder, so a higher token is a
-    later term. Written ``"<transitions>/<holder>"`` into what the term changes."""
-
-    transitions: int
-    holder: str
-
-    def __str__(self) -> str:
-        return f"{self.transitions}/{self.holder}"
-
-    @classmethod
-    def parse(cls, text: str) -> FencingToken:
-        transitions, sep, holder = str(text).partition("/")
-        if not sep or not transitions.isdigit() or not holder:
-            raise ValueError(f"not a fencing token: {text!r} (want '<leaseTransitions>/<holder>')")
-        return cls(int(transitions), holder)
-
-
-class NotLeader(InferSliceError):
-    """This replica does not lead now: nothing may be written. Neither retryable nor permanent for the
-    action at hand: the action stays as recorded, for whoever leads."""
-
-
-class Deposed(NotLeader):
-    """A newer term (a higher fencing token) was seen on an object: this replica lost the Lease and
-    must stop at once."""
-
-
-class Leadership(Protocol):
-    """What an actuator needs from the elector: the token to write, re-checked before every write."""
-
-    def check(self) -> FencingToken: ...
-
-    def step_down(self, reason: str) -> None: ...
 
 
 # -- the Lease ------------------------------------------------------------------------------------
