@@ -8,11 +8,15 @@ from collections import Counter
 import pytest
 
 from inferslice.bench.corpus_draws import (
+    ARRIVALS,
     CAP_FRACTION,
     CLASS_OF,
     COMPOUND_PAIRS,
     GPU_SHARE,
     LOAD_MULTIPLE,
+    MIXES,
+    REAL_ENGINE_KINDS,
+    REAL_ENGINE_MIX,
     WAN_CROSS_LOAD,
     WAN_DELAY_S,
     WAN_FRACTION,
@@ -115,3 +119,26 @@ def test_seed_ranges() -> None:
     for bad in ("", "5-3", "a-b", "-1"):
         with pytest.raises(ValueError):
             parse_seeds(bad)
+
+
+def test_every_workload_shape_is_drawn_on_every_tier() -> None:
+    """Item 1: the workload is drawn too: every length mix and arrival process on every tier, and
+    autoscaling (from one replica) beside fixed replicas."""
+    seen = Counter((tp.tier, tp.mix, tp.arrivals) for p in PLANS for tp in p.tiers)
+    for t in TOP.tier_names:
+        assert {m for (tier, m, _) in seen if tier == t} == set(MIXES)
+        assert {a for (tier, _, a) in seen if tier == t} == set(ARRIVALS)
+        scaled = [tp for p in PLANS for tp in p.tiers if tp.tier == t and tp.autoscale]
+        fixed = [tp for p in PLANS for tp in p.tiers if tp.tier == t and not tp.autoscale]
+        assert scaled and fixed and all(tp.replicas == 1 for tp in scaled)
+
+
+def test_a_real_engine_plan_draws_one_single_cause_of_each_kind_on_its_tier() -> None:
+    """Item 4: with a real vLLM tier, every single cause (cap cut, load step, compute contention as a
+    CPU quota) lands on that tier, one at a time, at one fixed replica with short chat turns."""
+    plans = [draw_run(s, TOP, real_tier="standard") for s in range(60)]
+    assert all(len(p.causes) == 1 and p.causes[0].tier == "standard" for p in plans)
+    assert {p.causes[0].kind for p in plans} == set(REAL_ENGINE_KINDS)
+    real = [tp for p in plans for tp in p.tiers if tp.tier == "standard"]
+    assert all(tp.replicas == 1 and not tp.autoscale and tp.mix == REAL_ENGINE_MIX for tp in real)
+    assert plans[0] != draw_run(0, TOP)  # its own stream: the synthetic corpus's seed 0 is not this one
