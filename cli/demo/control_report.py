@@ -24,14 +24,16 @@ def _first_after(history: Sequence[Mapping[str, Any]], t: float) -> Mapping[str,
 
 
 def _knob(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    """The knob an action turns: the tier's cap, its replica count, one replica's placement."""
+    """The knob an action turns: the tier's cap, its replica count, its placement. Every move of a tier
+    is one knob here: the "after" columns measure the whole tier, so the next move's effect shows in them."""
     a = row.get("action", {})
-    return (row.get("tier"), a.get("kind"), a.get("replica"))
+    return (row.get("tier"), a.get("kind"))
 
 
 def _next_on_knob(actions: Sequence[Mapping[str, Any]], row: Mapping[str, Any]) -> float | None:
-    """When the next action on the same tier and knob took effect: a window ending after it no
-    longer measures ``row`` alone (a second raise on the same evidence would lend the first its effect)."""
+    """When the next action on the same tier and knob took effect: a window ending after it measures
+    that action too (a second raise on the same evidence would lend the first its effect). Another knob
+    of the same tier (a scale-out during a cap raise) does not cut it: those are judged each on its own."""
     applied = row.get("applied_s")
     if applied is None:
         return None

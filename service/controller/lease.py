@@ -1,5 +1,5 @@
-"""Leader election on a ``coordination.k8s.io/v1`` Lease that cannot split, and the fencing token
-every actuation carries.
+"""Leader election on a ``coordination.k8s.io/v1`` Lease that cannot split, handing out the fencing
+token every actuation carries (its types: ``control/actuators/fencing.py``).
 
     lease = KubernetesLeaseClient(api_client, namespace, "inferslice-controller")
     elector = LeaseElector(lease, identity=pod_name)          # clock=time.monotonic by default

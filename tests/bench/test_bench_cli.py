@@ -61,10 +61,10 @@ def test_bad_arguments_are_refused() -> None:
 def test_corpus_generate_refuses_bad_flags_before_touching_the_testbed(tmp_path: Path) -> None:
     """``inferslice bench corpus generate --seeds A-B --out DIR``: a bad seed range or engine is a
     clear error naming the flag, and nothing is written (the testbed is never started)."""
-    out = tmp_path / "corpus"
-    bad = _cli("corpus", "generate", "--seeds", "12-x", "--out", str(out))
+    out, state = tmp_path / "corpus", str(tmp_path / "state")  # never the live generator's state directory
+    bad = _cli("corpus", "generate", "--seeds", "12-x", "--out", str(out), "--state-dir", state)
     assert bad.returncode != 0 and "--seeds" in bad.stderr and not out.exists()
-    bad = _cli("corpus", "generate", "--seeds", "1-2", "--out", str(out), "--engine", "standard=sglang")
+    bad = _cli("corpus", "generate", "--seeds", "1-2", "--out", str(out), "--state-dir", state, "--engine", "standard=sglang")
     assert bad.returncode != 0 and "--engine" in bad.stderr and "TIER=vllm" in bad.stderr and not out.exists()
     missing = _cli("corpus", "generate", "--seeds", "1-2")
     assert missing.returncode == 2 and "--out" in missing.stderr

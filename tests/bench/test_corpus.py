@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from inferslice.bench.corpus import primary_of, split
+from pathlib import Path
+
+from inferslice.bench.corpus import primary_of, read, split
 from inferslice.bench.corpus_brief import brief_points
-from inferslice.bench.corpus_eval import ac_at_k, predict_rule_link, predict_rule_ttft, rca_case, set_f1
+from inferslice.bench.corpus_eval import ac_at_k, evaluate, predict_rule_link, predict_rule_ttft, rca_case, set_f1, targets
 
 
 def test_set_f1() -> None:
@@ -61,8 +63,6 @@ def test_a_peer_that_failed_everywhere_is_not_run_not_beaten_and_attribution_cou
     """Issue 17: RCD failed on every window yet counted as beaten, and the attribution target was met on
     a figure diluted by 0-truth, 0-predicted pairs. A peer with no window is "not run" (no claim), and
     the target reads the pairs whose true share is > 0, the all-pairs figure beside it."""
-    from inferslice.bench.corpus_eval import targets
-
     ac1 = {"by_cause": {"queue": 0.9, "network": 0.9}, "by_cause_single": {"queue": 1.0, "network": 1.0}}
     zero = {"by_cause": {"queue": 0.0, "network": 0.0}, "by_cause_single": {"queue": 0.0, "network": 0.0}}
     result = {
@@ -98,3 +98,17 @@ def test_a_peer_that_failed_everywhere_is_not_run_not_beaten_and_attribution_cou
     assert got["beats baro on every cause class (AC@1, all windows)"][0] is True
     ok, text = got["attribution error <= 15 pp (pairs whose true share is > 0)"]
     assert ok is False and text.startswith("26.2 pp over 3 pairs") and "8.0 pp" in text
+
+
+def test_a_peers_failures_are_counted_on_the_half_they_happened_in() -> None:
+    """A peer that failed on every tune window but ranked every test window ran on the test half:
+    its failures there are 0, not the corpus-wide count (the rankings cover both halves)."""
+    records = [r for r in read(Path(__file__).resolve().parents[2] / "bench/results/diagnosis/corpus.jsonl") if r["causes"]]
+    tune = [r for r in records if r["split"] == "tune"][:6]
+    test = [r for r in records if r["split"] == "test"][:4]
+    rca = {"peer": {r["id"]: {"ranks": [], "error": "AttributeError: x"} for r in tune}}
+    rca["peer"].update({r["id"]: {"ranks": ["queue", "network", "compute"], "error": None} for r in test})
+    splits = evaluate([*tune, *test], rca)["splits"]
+    assert splits["tune"]["methods"]["peer"]["failed"] == 6
+    assert splits["test"]["methods"]["peer"]["failed"] == 0 and splits["test"]["methods"]["peer"]["windows_with_cause"] == 4
+    assert splits["all"]["methods"]["peer"]["failed"] == 6

@@ -92,3 +92,21 @@ def test_an_action_is_not_credited_with_the_next_ones_effect() -> None:
     assert "| network_limited -> — |" in rows["0.86 Mbit/s"]
     assert "| network_limited -> healthy |" in rows["2.59 Mbit/s"]
     assert "| network_limited -> healthy |" in rows["3"]
+
+
+def test_a_move_is_not_credited_with_the_next_move_of_the_same_tier() -> None:
+    """The "after" columns measure the whole tier: Premium's first move, followed by a second one
+    before a window measured it alone, has no "after"; the second gets the healthy window."""
+    timeline = [(DEFAULT_STORY.phases[2], 100.0, 160.0)]
+    move = {"kind": "relocate", "regime": "compute_limited", "expected_by_s": 0.0}
+    actions = [
+        {"tier": "premium", "mode": "auto", "state": "applied", "decided_s": 133.0, "applied_s": 133.0, "outcome": "superseded",
+         "action": {**move, "value": "dublin/gpu0", "replica": "premium-0", "expected_by_s": 137.0}},
+        {"tier": "premium", "mode": "auto", "state": "applied", "decided_s": 140.0, "applied_s": 140.0, "outcome": "effective",
+         "action": {**move, "value": "dublin/gpu1", "replica": "premium-1", "expected_by_s": 144.0}},
+    ]  # fmt: skip
+    history = {"premium": [{"window_end_s": 130.0, "regime": "compute_limited"}, {"window_end_s": 149.0, "regime": "healthy"}]}
+    text = "\n".join(control_section(actions, history, timeline))
+    rows = [line for line in text.splitlines() if line.startswith("| remedies")]
+    assert "premium-0" in rows[0] and "| compute_limited -> — |" in rows[0]
+    assert "premium-1" in rows[1] and "| compute_limited -> healthy |" in rows[1]
