@@ -13,7 +13,7 @@ import pytest
 from inferslice.bench import corpus_metrics as cm
 from inferslice.bench import corpus_peers as peers
 from inferslice.bench.calibrate import pav, render
-from inferslice.bench.corpus_score import code_hash, parse_seeds, score
+from inferslice.bench.corpus_score import code_hash, parse_seeds, score, targets
 from inferslice.bench.corpus_windows import labelled
 from inferslice.snapshot import SliceSnapshot
 
@@ -283,3 +283,21 @@ def test_the_peers_get_the_cap_capacity_reference_and_slo_columns_inferslice_rea
     assert c["latency_ttftoverslo"] == pytest.approx(1.8)
     assert c["latency_ttftoverref"] == pytest.approx(3.0)
     assert c["latency_tpotoverref"] == pytest.approx(2.0)
+
+
+def test_a_peer_that_ranked_no_window_is_no_claim_not_a_target_met(tmp_path: Path) -> None:
+    """Issue 17: "RCD failed on every window yet counts as beaten". CIRCA failed on every caused window
+    of the blind sets and its ">=" rows read "met"; they are now no claim (met None, not counted)."""
+    rows = [_row(seed, run, k, queue=(run == "all" and k >= 4)) for seed in (1, 2) for run in ("clean", "all") for k in range(1, 10)]
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "windows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = score([corpus], [2], tmp_path / "out", "test", ROOT, tune_seeds=[1])
+    for methods in result["sources"].values():
+        zero = {"queue": {"all": {"windows": 6, "ac1": 0.0}}}
+        methods["circa (family mapping)"] = {"ac1": zero, "compound": {}, "failed": 6, "caused": 6}
+        methods["baro (family mapping)"] = {"ac1": zero, "compound": {}, "failed": 1, "caused": 6}
+    got = {(t["source"], t["target"]): t for t in targets(result)}
+    circa = got[("embedded", ">= circa (family mapping) on every class (AC@1)")]
+    assert circa["met"] is None and "not run" in circa["figure"]
+    assert got[("embedded", ">= baro (family mapping) on every class (AC@1)")]["met"] is True  # it ran on 5 of 6: a claim
