@@ -133,7 +133,7 @@ def _sharded_loop(args: argparse.Namespace, settings: Any, service: Any, topolog
 
     from kubernetes import client, config
 
-    from inferslice.service.controller.lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
+    from inferslice.service.lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
     from inferslice.service.loop import LoopSettings
     from inferslice.service.shards import ShardedDiagnosis, ShardSettings, describe, groups_of, lease_name, ordinal
     from inferslice.service.sources import make_source

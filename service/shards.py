@@ -5,7 +5,7 @@ PoP they live at (their first placement slot), with the same hash Prometheus Ope
 targets by (``hashmod``, md5 of the PoP name), so diagnosis group *k* and Prometheus shard *k*
 cover the same PoPs when their counts agree. Each group has a Lease
 (``inferslice-diagnosis-<k>``); a replica runs a group's rounds only while it holds its Lease
-(``service.controller.lease.LeaseElector``, the one elector: leadership counted from
+(``service.lease.LeaseElector``, the one elector: leadership counted from
 when a renew was sent, every call under a request timeout), re-checked immediately before the
 round's verdicts are stored.
 

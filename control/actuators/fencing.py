@@ -1,7 +1,7 @@
 """Fencing: what every actuation carries so that a deposed leader's late write is refused.
 
 A leadership term is a ``FencingToken`` (the Lease's ``leaseTransitions``, incremented on every change
-of holder, and the holder). The elector (``service/controller/lease.py``, the Lease that cannot split)
+of holder, and the holder). The elector (``service/lease.py``, the Lease that cannot split)
 hands it out; the Kubernetes actuator writes it into every object it changes and refuses to act once it
 sees a newer one (``control/actuators/kubernetes.py``). These types are the actuator's contract with
 whoever elects; the election itself is the controller's room's.

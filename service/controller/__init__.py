@@ -8,8 +8,8 @@ and the actuators; this package is the I/O shell around them, one module per par
                  API: objects, no JSON), or the diagnosis API over HTTP (split deployments)
     audit.py     the crash-safe SQLite audit trail (one machine)
     audit_cr.py  the SliceAction audit trail (Kubernetes), on audit_store.py's SliceAction objects
-    leader.py    stepping only while leading (a Lease elector on Kubernetes; always elsewhere)
-    lease.py     the Lease elector that cannot split (its fencing tokens: control/actuators/fencing.py)
+    leader.py    stepping only while leading (on Kubernetes the Lease elector of service/lease.py,
+                 shared with the sharded diagnosis loop; always elsewhere)
     loop.py      ControlLoop: a step every interval, /metrics and /healthz
     api.py       the API's control routes: actions, events, approve/reject, the mode
     process.py   the controller as a Platform child (``inferslice control``)

@@ -32,7 +32,7 @@ from inferslice.errors import InputError
 from inferslice.service.controller.audit import ActionTrail, AuditLog
 from inferslice.service.controller.core import Controller, Mode, Source
 from inferslice.service.controller.leader import Elector, run_while_leading
-from inferslice.service.controller.lease import LeaseElector
+from inferslice.service.lease import LeaseElector
 from inferslice.service.controller.loop import ControlLoop
 from inferslice.service.controller.source import ApiSource
 from inferslice.topology import Topology
@@ -106,7 +106,7 @@ def _kubernetes(settings: ControllerSettings, topology: Topology) -> tuple[Actua
     from inferslice.control.actuators.kubernetes import KubernetesActuator
     from inferslice.service.controller.audit_cr import SliceActionAuditLog
     from inferslice.service.controller.audit_store import SliceActionStore
-    from inferslice.service.controller.lease import KubernetesLeaseClient
+    from inferslice.service.lease import KubernetesLeaseClient
 
     actions_ns = settings.actions_namespace or settings.lease_namespace or os.environ.get("POD_NAMESPACE")
     if not actions_ns:

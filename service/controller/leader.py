@@ -1,6 +1,6 @@
 """Stepping only while leading: two controller replicas, one acts (Kubernetes), or one alone (a machine).
 
-    run_while_leading(loop, elector, stop)     # elector: the Lease elector of service/controller/lease.py
+    run_while_leading(loop, elector, stop)     # elector: the Lease elector of service/lease.py
     loop.run_forever(stop)                     # no elector: this process is the only controller
 
 The election itself (the Lease, its renew deadline) is the elector's; this is the loop around it: a

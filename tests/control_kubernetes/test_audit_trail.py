@@ -22,7 +22,7 @@ from inferslice.service.controller import Controller, Mode
 from inferslice.service.controller.audit import TransitionError
 from inferslice.service.controller.audit_cr import SliceActionAuditLog
 from inferslice.service.controller.audit_store import PhaseConflict, SliceActionStore
-from inferslice.service.controller.lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
+from inferslice.service.lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
 from inferslice.snapshot import SliceSnapshot
 from inferslice.topology import Topology
 

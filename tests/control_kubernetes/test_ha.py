@@ -11,7 +11,7 @@ from inferslice.control.actuators.kubernetes import KubernetesActuator
 from inferslice.deploy import apiserver
 from inferslice.deploy.custom_resources import Phase
 from inferslice.service.controller.audit_store import PhaseConflict, SliceActionStore, apply_recorded
-from inferslice.service.controller.lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
+from inferslice.service.lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
 from inferslice.topology import Topology
 
 from .conftest import api_client

@@ -12,7 +12,7 @@ import pytest
 
 from inferslice.control.actuators.fencing import FencingToken, NotLeader
 from inferslice.deploy import apiserver
-from inferslice.service.controller.lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
+from inferslice.service.lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
 
 from .conftest import api_client
 

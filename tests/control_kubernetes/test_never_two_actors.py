@@ -21,7 +21,7 @@ from inferslice.errors import InferSliceError
 from inferslice.service.controller import Controller, Mode
 from inferslice.service.controller.audit_cr import SliceActionAuditLog
 from inferslice.service.controller.audit_store import SliceActionStore
-from inferslice.service.controller.lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
+from inferslice.service.lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
 from inferslice.snapshot import SliceSnapshot
 from inferslice.topology import Topology
 

@@ -17,7 +17,7 @@ import yaml
 from inferslice.bench.scale_targets import synthetic_topology
 from inferslice.common.prometheus import Prometheus
 from inferslice.deploy import apiserver
-from inferslice.service.controller.lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
+from inferslice.service.lease import KubernetesLeaseClient, LeaseElector, LeaseSettings
 from inferslice.service.shards import Group, ShardedDiagnosis, ShardSettings, groups_of, hashmod, lease_name, ordinal
 from inferslice.snapshot import SliceSnapshot
 
