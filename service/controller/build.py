@@ -32,9 +32,9 @@ from inferslice.errors import InputError
 from inferslice.service.controller.audit import ActionTrail, AuditLog
 from inferslice.service.controller.core import Controller, Mode, Source
 from inferslice.service.controller.leader import Elector, run_while_leading
-from inferslice.service.lease import LeaseElector
 from inferslice.service.controller.loop import ControlLoop
 from inferslice.service.controller.source import ApiSource
+from inferslice.service.lease import LeaseElector
 from inferslice.topology import Topology
 
 Backend = Literal["testbed", "kubernetes"]
