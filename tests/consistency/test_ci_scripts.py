@@ -64,6 +64,13 @@ def test_a_remedy_the_story_expects_must_have_been_applied_in_its_phase() -> Non
     assert demo.problems(summary)[0]
     summary["actions"] = [{**move, "outcome": "ineffective"}]
     assert "judged ineffective" in demo.problems(summary)[0][0]
+    summary["actions"] = [move, {**move, "outcome": "insufficient"}]  # one cured, the other measured short
+    assert "judged insufficient" in demo.problems(summary)[0][0]
+    for unproven in ("unjudged", "superseded", None):  # no window measured under the move: not the story's evidence
+        summary["actions"] = [{**move, "outcome": unproven}]
+        assert "no relocate judged effective" in demo.problems(summary)[0][0]
+    summary["actions"] = [move, {**move, "outcome": "superseded"}]  # one move proven is the story
+    assert demo.problems(summary)[0] == []
     summary["actions"] = [move]
     assert demo.problems(summary)[0] == []
 
