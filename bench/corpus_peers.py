@@ -9,8 +9,8 @@ path, gauges, the SLO) and the reference learned from the seed's clean twin.
   waiting -> queue), max normalised utilisation (the resource whose utilisation is highest, when it
   is >= 0.9: link/WAN rate over capacity, requests waiting over running, GPU utilisation or KV
   cache).
-- **RCAEval's BARO, NSigma, CIRCA** (RCD: not run, see the README) rank the metric series of a
-  case: the seed's clean twin, same tier and source, as the normal period, then this run's windows
+- **RCAEval's BARO, NSigma, CIRCA and RCD** (RCD in its own environment, ``bench/rcaeval-rcd/``)
+  rank the metric series of a case: the seed's clean twin, same tier and source, as the normal period, then this run's windows
   up to the window scored; ``inject_time`` between them. The columns are every number inferslice
   reads, raw and normalised by what inferslice judges them against (the SLO, the reference, the
   cap and capacities), so the reference and the SLO are in the data the peers rank.
@@ -35,7 +35,10 @@ from inferslice.bench.corpus_metrics import Verdict
 from inferslice.bench.corpus_windows import LabelledWindow
 from inferslice.snapshot import SliceSnapshot
 
-RCA_METHODS = ("baro", "nsigma", "circa")  # RCD: its code needs a causal-learn no registry ships (README)
+RCA_METHODS = ("baro", "nsigma", "circa", "rcd")
+# RCD runs in its own interpreter: causal-learn 0.1.2.3 with RCAEval's patch (bench/rcaeval-rcd/), which
+# CIRCA's causal-learn cannot share; the others in RCAEval's environment.
+OWN_INTERPRETER = ("rcd",)
 RULE_LINK_RATIO = 0.9  # the NOC rule's "link at >= 90 % of the cap" (CONTRACTS: peers as their users configure them)
 RULE_UTIL = 0.9
 

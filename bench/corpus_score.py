@@ -7,8 +7,9 @@ so a blind score says which classifier it scored. Writes into ``--out``: ``score
 ``score.md`` and ``reliability.png`` (one panel per source). Each source (Prometheus, embedded) is scored apart:
 they are two views of the same windows, never pooled as independent samples.
 
-RCAEval's peers run in their own interpreter (``--rcaeval-python``, default ``.venv-rcaeval``);
-their rankings are cached in ``--out`` (``rca-ranks.json``) and reused unless ``--rerun-rca``. The
+RCAEval's peers run in their own interpreter (``--rcaeval-python``, default ``.venv-rcaeval``; RCD in
+``--rcd-python``, default ``.venv-rcd``); their rankings are cached in ``--out`` (``rca-ranks.json``)
+and reused unless ``--rerun-rca``; a method the cache lacks is ranked and added. The
 learned peer mapping is fitted on ``--tune-seeds`` (their windows are ranked too) and applied here.
 """
 
@@ -225,6 +226,7 @@ def markdown(result: Mapping[str, Any]) -> str:
         + (", with uncommitted changes" if code["dirty"] else "")
         + f"; {len(code['files'])} files: bottleneck/, the vocabulary, the corpus reader).",
         f"Windows: {result['windows']} (per source); corpus: {', '.join(result['corpus'])}. Definitions: `bench/corpus_metrics.py`.",
+        f"RCAEval peers ranked: {', '.join(result.get('rca_peers') or []) or 'none'}. RCD {result.get('rcd', RCD_NOT_RUN)}.",
         "",
     ]  # fmt: skip
     for source, methods in result["sources"].items():
@@ -299,6 +301,31 @@ def markdown(result: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+RCD_RUN = (
+    "run: RCAEval 1.8.1's rcd (gamma 5, 5 bins, localized, seed 0) on causal-learn 0.1.2.3 with RCAEval's own patch "
+    "(bench/rcaeval-rcd/, its script/link.sh as a diff), in .venv-rcd"
+)
+RCD_NOT_RUN = (
+    "not run: no RCD interpreter (make rcd-venv builds .venv-rcd: RCAEval 1.8.1's rcd needs causal-learn 0.1.2.3 with the patch "
+    "RCAEval ships only in its git repository, bench/rcaeval-rcd/)"
+)
+
+
+def rankings(
+    cache: Path, windows: Sequence[LabelledWindow], interpreters: Mapping[str, str | None], rerun: bool = False
+) -> dict[str, dict[str, Any]] | None:
+    """The RCA peers' rankings: ``cache`` as it is, plus every method it lacks that has an interpreter
+    (all of them again with ``rerun``). A method's rankings are never recomputed unless asked: a cache
+    is what was scored."""
+    rca: dict[str, dict[str, Any]] = {} if rerun or not cache.exists() else json.loads(cache.read_text())
+    missing = [m for m in peers.RCA_METHODS if m not in rca and interpreters.get(m)]
+    for python in dict.fromkeys(str(interpreters[m]) for m in missing):
+        rca |= peers.run_rca(windows, python, [m for m in missing if interpreters[m] == python])
+    if missing:
+        cache.write_text(json.dumps(rca, sort_keys=True))
+    return rca or None
+
+
 def score(
     corpus: Sequence[Path],
     seeds: Sequence[int],
@@ -308,6 +335,7 @@ def score(
     rca_python: str | None = None,
     tune_seeds: Sequence[int] = (),
     rerun_rca: bool = False,
+    rcd_python: str | None = None,
 ) -> dict[str, Any]:
     every = load(corpus)
     chosen = set(seeds)
@@ -316,13 +344,8 @@ def score(
     if not ws:
         raise ValueError(f"no corpus window has a seed in {min(seeds)}-{max(seeds)}")
     out.mkdir(parents=True, exist_ok=True)
-    rca: dict[str, dict[str, Any]] | None = None
-    cache = out / RCA_FILE
-    if rca_python is not None and (rerun_rca or not cache.exists()):
-        rca = peers.run_rca([*ws, *tune], rca_python)
-        cache.write_text(json.dumps(rca, sort_keys=True))
-    elif cache.exists():
-        rca = json.loads(cache.read_text())
+    interpreters = {m: rcd_python if m in peers.OWN_INTERPRETER else rca_python for m in peers.RCA_METHODS}
+    rca = rankings(out / RCA_FILE, [*ws, *tune], interpreters, rerun_rca)
     result: dict[str, Any] = {
         "benchmark": "diagnosis-corpus17",
         "split": split,
@@ -334,8 +357,7 @@ def score(
         "scored_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "code": code_hash(root),
         "rca_peers": sorted(rca) if rca else [],
-        "rcd": "not run: RCAEval 1.8.1's rcd calls causal-learn's SkeletonDiscovery.local_skeleton_discovery, a patch RCAEval ships "
-        "only in its git repository (lib/ + script/link.sh); no causal-learn release on PyPI has it (0.1.2.3, 0.1.3.3, 0.1.4.8 checked)",
+        "rcd": RCD_RUN if rca and "rcd" in rca else RCD_NOT_RUN,
         "sources": evaluate(ws, rca, tune),
     }
     result["targets"] = targets(result)
@@ -349,6 +371,9 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     python = args.rcaeval_python
     if python is None and (root / ".venv-rcaeval" / "bin" / "python").exists():
         python = str(root / ".venv-rcaeval" / "bin" / "python")
+    rcd = args.rcd_python
+    if rcd is None and (root / ".venv-rcd" / "bin" / "python").exists():
+        rcd = str(root / ".venv-rcd" / "bin" / "python")
     tune = parse_seeds(args.tune_seeds) if args.tune_seeds else []
     seeds = parse_seeds(args.seeds)
     if args.expect_code:
@@ -360,7 +385,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             )
     if set(tune) & set(seeds):
         raise ValueError("--tune-seeds and --seeds overlap: the peers' mapping must not be learned on the scored seeds")
-    return score(args.corpus, seeds, args.out, args.split, root, python, tune, args.rerun_rca)
+    return score(args.corpus, seeds, args.out, args.split, root, python, tune, args.rerun_rca, rcd)
 
 
 COMMANDS = ("score", "calibrate", "tune")
@@ -424,7 +449,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tune-seeds", default=None, help="seeds the peers' learned mapping is fitted on (never the scored ones)")
     p.add_argument("--out", required=True, type=Path, help="directory for score.json, score.md, reliability.png")
     p.add_argument("--rcaeval-python", default=None, help="RCAEval's interpreter (default .venv-rcaeval/bin/python when present)")
-    p.add_argument("--rerun-rca", action="store_true", help="rank again even if rca-ranks.json exists in --out")
+    p.add_argument("--rcd-python", default=None, help="RCD's interpreter (default .venv-rcd/bin/python when present: make rcd-venv)")
+    p.add_argument("--rerun-rca", action="store_true", help="rank every method again (default: only those rca-ranks.json in --out lacks)")
     p.add_argument(
         "--expect-code",
         default=None,

@@ -2,7 +2,8 @@
 
 RCAEval's dependencies conflict with nothing here but weigh a lot (causal-learn, matplotlib), so it
 lives in its own virtual environment (the ``rcaeval`` extra, or ``make rcaeval-venv``) and this
-script is run with that interpreter; it imports nothing from inferslice.
+script is run with that interpreter; it imports nothing from inferslice. RCD needs a third one
+(``make rcd-venv``: causal-learn 0.1.2.3 with RCAEval's patch, ``bench/rcaeval-rcd/``).
 
     <rcaeval-python> rcaeval_runner.py IN.jsonl OUT.jsonl [--methods baro,nsigma,circa,rcd]
 
@@ -21,6 +22,14 @@ import sys
 import warnings
 from contextlib import redirect_stderr
 from typing import Any
+
+# RCAEval's own harness (rq2.py) always names its dataset; any name but its special ones makes each
+# method drop the time column and the constant columns before it ranks (RCAEval.io.time_series
+# preprocess; RCD's own branch). Without a name BARO, NSigma and CIRCA rank the same columns (their
+# z-scores put a constant or the time last) but RCD would search over the time column itself.
+DATASET = "inferslice"
+# RCD draws the order in which it visits neighbours (np.random); a fixed seed makes a rerun reproduce.
+SEEDED: dict[str, dict[str, Any]] = {"rcd": {"seed": 0}}
 
 
 def _methods(names: list[str]) -> dict[str, Any]:
@@ -65,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                 error: str | None = None
                 try:
                     with redirect_stderr(err):
-                        result = fn(df, inject_time=float(case["inject_time"]))
+                        result = fn(df, inject_time=float(case["inject_time"]), dataset=DATASET, **SEEDED.get(name, {}))
                     ranks = [str(r) for r in result.get("ranks", []) if str(r) != "time"]
                     if "failed (" in err.getvalue():
                         error, ranks = err.getvalue().strip().splitlines()[-1][:300], []

@@ -232,8 +232,8 @@ def test_the_blind_score_refuses_code_that_is_not_the_frozen_one(tmp_path: Path)
 
     from inferslice.bench.corpus_score import run
 
-    args = argparse.Namespace(corpus=[tmp_path], seeds="1-2", tune_seeds=None, split="blind", out=tmp_path / "out", rcaeval_python=None,
-                              rerun_rca=False, expect_code="0" * 64)  # fmt: skip
+    args = argparse.Namespace(corpus=[tmp_path], seeds="1-2", tune_seeds=None, split="blind", out=tmp_path / "out",
+                              rcaeval_python=None, rcd_python=None, rerun_rca=False, expect_code="0" * 64)  # fmt: skip
     with pytest.raises(ValueError, match="not the frozen one"):
         run(args, ROOT)
     assert not (tmp_path / "out").exists()  # nothing scored
@@ -301,3 +301,35 @@ def test_a_peer_that_ranked_no_window_is_no_claim_not_a_target_met(tmp_path: Pat
     circa = got[("embedded", ">= circa (family mapping) on every class (AC@1)")]
     assert circa["met"] is None and "not run" in circa["figure"]
     assert got[("embedded", ">= baro (family mapping) on every class (AC@1)")]["met"] is True  # it ran on 5 of 6: a claim
+
+
+def test_rankings_add_only_the_methods_a_cache_lacks_each_in_its_interpreter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A committed cache is what was scored: its methods are never ranked again (unless --rerun-rca);
+    RCD, absent from the caches ranked before it could run, is added by its own interpreter."""
+    from inferslice.bench import corpus_peers as peers
+    from inferslice.bench.corpus_score import rankings
+
+    calls: list[tuple[str, tuple[str, ...]]] = []
+
+    def fake_run(windows: object, python: str, methods: tuple[str, ...] | list[str]) -> dict[str, dict[str, object]]:
+        calls.append((python, tuple(methods)))
+        return {m: {"w1": {"ranks": [f"{m}-by-{python}"], "error": None}} for m in methods}
+
+    monkeypatch.setattr(peers, "run_rca", fake_run)
+    cache = tmp_path / "rca-ranks.json"
+    old = {m: {"w1": {"ranks": ["old"], "error": None}} for m in ("baro", "nsigma", "circa")}
+    cache.write_text(json.dumps(old))
+    both = {"baro": "rcaeval", "nsigma": "rcaeval", "circa": "rcaeval", "rcd": "rcd-venv"}
+    got = rankings(cache, [], both)
+    assert calls == [("rcd-venv", ("rcd",))]
+    assert got is not None and got["baro"] == old["baro"] and got["rcd"]["w1"]["ranks"] == ["rcd-by-rcd-venv"]
+    assert json.loads(cache.read_text()) == got  # written back, so the next score reads the same rankings
+    calls.clear()
+    assert rankings(cache, [], both) == got and calls == []  # nothing missing: nothing run, nothing written
+    no_rcd = {**both, "rcd": None}
+    cache.write_text(json.dumps(old))
+    assert rankings(cache, [], no_rcd) == old and calls == []  # no interpreter: the cache as it is
+    got = rankings(cache, [], both, rerun=True)
+    assert calls == [("rcaeval", ("baro", "nsigma", "circa")), ("rcd-venv", ("rcd",))]
+    assert got is not None and got["baro"]["w1"]["ranks"] == ["baro-by-rcaeval"]
+    assert rankings(tmp_path / "absent.json", [], {m: None for m in both}) is None
