@@ -323,7 +323,7 @@ def rankings(
         rca |= peers.run_rca(windows, python, [m for m in missing if interpreters[m] == python])
     if missing:
         cache.write_text(json.dumps(rca, sort_keys=True))
-    return rca or None
+    return dict(sorted(rca.items())) or None  # in name order, fresh or cached: the report's rows keep their order
 
 
 def score(
