@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import math
 import sys
 import warnings
 from contextlib import redirect_stderr
@@ -54,6 +55,44 @@ def _methods(names: list[str]) -> dict[str, Any]:
     return out
 
 
+def _corr(x: list[float], y: list[float]) -> float:
+    mx, my = sum(x) / len(x), sum(y) / len(y)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True))
+    sxx, syy = sum((a - mx) ** 2 for a in x), sum((b - my) ** 2 for b in y)
+    return sxy / math.sqrt(sxx * syy)
+
+
+def linear_copies(columns: dict[str, list[float]]) -> list[str]:
+    """The columns that are an exact affine function of a varying column listed before them.
+
+    The corpus gives each number raw and normalised by what inferslice judges it against (the SLO,
+    the reference, the cap); within one case those are constants, so ``latency_ttftoverslo`` is
+    ``latency_ttftp99`` over 0.5 and the two are perfectly correlated. CIRCA's PC (Fisher-z) inverts
+    correlation sub-matrices and fails on every such case ("Data correlation matrix is singular");
+    a copy carries nothing its original does not, so the first of each group (the raw column: the
+    corpus lists it first) is kept. The time and constant columns are never copies (RCAEval's own
+    preprocessing drops them).
+    """
+    kept: list[list[float]] = []
+    copies: list[str] = []
+    for name, x in columns.items():
+        if name == "time" or max(x) == min(x):
+            continue
+        if any(abs(_corr(x, y)) > 1.0 - 1e-9 for y in kept):
+            copies.append(name)
+        else:
+            kept.append(x)
+    return copies
+
+
+def without_linear_copies(df: Any) -> Any:
+    """``df`` without ``linear_copies``: what CIRCA is given. BARO, NSigma and RCD take every column."""
+    return df.drop(columns=linear_copies({str(c): [float(v) for v in df[c]] for c in df.columns}))
+
+
+PREPARE = {"circa": without_linear_copies}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("inp")
@@ -74,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
                 error: str | None = None
                 try:
                     with redirect_stderr(err):
-                        result = fn(df, inject_time=float(case["inject_time"]), dataset=DATASET, **SEEDED.get(name, {}))
+                        data = PREPARE[name](df) if name in PREPARE else df
+                        result = fn(data, inject_time=float(case["inject_time"]), dataset=DATASET, **SEEDED.get(name, {}))
                     ranks = [str(r) for r in result.get("ranks", []) if str(r) != "time"]
                     if "failed (" in err.getvalue():
                         error, ranks = err.getvalue().strip().splitlines()[-1][:300], []

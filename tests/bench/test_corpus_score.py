@@ -333,3 +333,23 @@ def test_rankings_add_only_the_methods_a_cache_lacks_each_in_its_interpreter(tmp
     assert calls == [("rcaeval", ("baro", "nsigma", "circa")), ("rcd-venv", ("rcd",))]
     assert got is not None and got["baro"]["w1"]["ranks"] == ["baro-by-rcaeval"]
     assert rankings(tmp_path / "absent.json", [], {m: None for m in both}) is None
+
+
+def test_circa_is_given_the_columns_without_their_exact_linear_copies() -> None:
+    """A column that is an affine function of one before it (a rescaling by the SLO or the reference,
+    within one case) is left out for CIRCA; the original, noise, constants and the time stay."""
+    from inferslice.bench.rcaeval_runner import PREPARE, linear_copies
+
+    raw = [0.2, 0.5, 0.4, 1.9, 2.2]
+    columns = {
+        "time": [0.0, 1.0, 2.0, 3.0, 4.0],
+        "latency_ttftp99": raw,
+        "latency_ttftoverslo": [v / 0.5 for v in raw],  # a rescaling
+        "queue_waiting": [3 * v + 1 for v in raw],  # an affine copy, even across families
+        "queue_negated": [-v for v in raw],  # perfectly anti-correlated: a copy too
+        "gpu_share": [1.0, 0.9, 1.0, 0.5, 0.6],  # correlated, not a copy
+        "link_cap": [5e6] * 5,  # constant: CIRCA's own preprocessing drops it
+        "link_overcap": [1.0, 0.9, 1.0, 0.5, 0.65],  # r = 0.998 with gpu_share, not a copy: kept
+    }
+    assert linear_copies(columns) == ["latency_ttftoverslo", "queue_waiting", "queue_negated"]
+    assert set(PREPARE) == {"circa"}  # BARO, NSigma and RCD get every column

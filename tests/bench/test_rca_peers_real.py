@@ -1,8 +1,9 @@
-"""RCD, RCAEval's fourth peer, runs for real: ``make rcd-venv`` (causal-learn 0.1.2.3 with RCAEval's own
-patch, bench/rcaeval-rcd/) and bench/rcaeval_runner.py in it, on a case built here.
+"""RCAEval's peers run for real, in their own environments, on cases built here: CIRCA (``make
+rcaeval-venv``) on columns that include exact rescalings of each other, as the corpus' do, and RCD
+(``make rcd-venv``: causal-learn 0.1.2.3 with RCAEval's own patch, bench/rcaeval-rcd/).
 
-Skips without that environment (``make test`` does not build it: 300 MB for one peer); the CI hook
-``peers`` builds it and runs this file, and CI fails a test that skipped everywhere.
+Each skips without its environment (``make test`` builds neither: hundreds of MB for two peers); the
+CI hook ``peers`` builds both and runs this file, and CI fails a test that skipped everywhere.
 """
 
 from __future__ import annotations
@@ -17,9 +18,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RCD_PYTHON = Path(os.environ.get("INFERSLICE_RCD_PYTHON") or ROOT / ".venv-rcd" / "bin" / "python")
+RCAEVAL_PYTHON = Path(os.environ.get("INFERSLICE_RCAEVAL_PYTHON") or ROOT / ".venv-rcaeval" / "bin" / "python")
 RUNNER = ROOT / "bench" / "rcaeval_runner.py"
-pytestmark = pytest.mark.skipif(
+needs_rcd = pytest.mark.skipif(
     not RCD_PYTHON.exists(), reason=f"RCD's environment is not built ({RCD_PYTHON}): make rcd-venv (the CI hook 'peers' does)"
+)
+needs_rcaeval = pytest.mark.skipif(
+    not RCAEVAL_PYTHON.exists(),
+    reason=f"RCAEval's environment is not built ({RCAEVAL_PYTHON}): make rcaeval-venv (the CI hook 'peers' does)",
 )
 
 
@@ -41,13 +47,36 @@ def _case(case_id: str, seed: int) -> dict[str, object]:
     return {"id": case_id, "inject_time": 19.5, "rows": rows}
 
 
-def _run(tmp_path: Path, name: str, cases: list[dict[str, object]]) -> list[dict[str, object]]:
+def _run(
+    tmp_path: Path, name: str, cases: list[dict[str, object]], python: Path = RCD_PYTHON, method: str = "rcd"
+) -> list[dict[str, object]]:
     inp, out = tmp_path / f"{name}.in.jsonl", tmp_path / f"{name}.out.jsonl"
     inp.write_text("".join(json.dumps(c) + "\n" for c in cases))
-    subprocess.run([str(RCD_PYTHON), str(RUNNER), str(inp), str(out), "--methods", "rcd"], check=True, timeout=300)
+    subprocess.run([str(python), str(RUNNER), str(inp), str(out), "--methods", method], check=True, timeout=300)
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
+@needs_rcaeval
+def test_circa_runs_on_columns_that_are_rescaled_copies(tmp_path: Path) -> None:
+    """The corpus gives each number raw and over a constant of the case (the SLO, the reference): CIRCA's
+    Fisher-z PC failed on every such case until the runner gave it the columns without their copies."""
+    cases = []
+    for k in range(3):
+        case = _case(f"c{k}", 20 + k)
+        for row in case["rows"]:  # type: ignore[attr-defined]
+            row["latency_ttftoverslo"] = row["latency_ttftp99"] / 0.5
+            row["queue_replicasatceiling"] = 0.5 + 0.25 * row["queue_waiting"]  # an affine copy
+        cases.append(case)
+    got = _run(tmp_path, "circa", cases, RCAEVAL_PYTHON, "circa")
+    for r in got:
+        assert r["error"] is None, r
+        ranks = r["ranks"]
+        assert isinstance(ranks, list) and ranks and "time" not in ranks, r
+        assert "latency_ttftoverslo" not in ranks and "queue_replicasatceiling" not in ranks  # copies left out
+        assert ranks[0] in ("queue_waiting", "latency_ttftp99"), r  # the step and its symptom lead
+
+
+@needs_rcd
 def test_rcd_runs_and_names_the_column_that_stepped(tmp_path: Path) -> None:
     cases = [_case(f"c{k}", k) for k in range(4)]
     got = _run(tmp_path, "a", cases)
@@ -60,6 +89,7 @@ def test_rcd_runs_and_names_the_column_that_stepped(tmp_path: Path) -> None:
     assert sum("queue_waiting" in r["ranks"] for r in got) >= 3  # type: ignore[operator]
 
 
+@needs_rcd
 def test_rcd_is_reproducible(tmp_path: Path) -> None:
     """RCD visits neighbours in a random order; the runner seeds it, so a rerun ranks the same."""
     cases = [_case(f"c{k}", 10 + k) for k in range(3)]
