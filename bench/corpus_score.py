@@ -79,6 +79,7 @@ def figures(ws: Sequence[LabelledWindow], verdicts: Mapping[str, cm.Verdict], *,
         "windows": len(pairs),
         "ac1": cm.ac1(pairs, ranked=ranked, caused_only=ranked),
         "compound": cm.compound(pairs),
+        "named": cm.named(pairs, ranked=ranked),
     }
     if not ranked:
         out |= {
@@ -286,13 +287,18 @@ def markdown(result: Mapping[str, Any]) -> str:
             causes = ours["network_causes"].items()
             named = ", ".join(f"{k} -> {v['expected']} {_pct(v['accuracy'])} % of {v['windows']}" for k, v in causes)
             lines += ["Network cause named on network windows: " + named]
-        lines += ["", "AC@1 per class, every method (all tiers; RCA peers on caused windows, they never say healthy):", ""]
-        lines += ["| method | " + " | ".join(cm.CLASSES) + " | compound exact |", "|---|" + "---|" * (len(cm.CLASSES) + 1)]
+        lines += ["", "AC@1 per class, every method (all tiers; RCA peers on caused windows, they never say healthy); beside it,",
+                  "on the caused windows, the share named right over all classes and how often each cause is named first:", ""]  # fmt: skip
+        causes = [c for c in cm.CLASSES if c != "healthy"]
+        head = " | ".join(cm.CLASSES) + " | compound exact | caused, right | names " + " / ".join(causes) + " |"
+        lines += ["| method | " + head, "|---|" + "---|" * (len(cm.CLASSES) + 3)]
         for name, f in methods.items():
             cells = [_pct(_cell(f, c).get("ac1")) for c in cm.CLASSES]
             comp = ", ".join(f"{_pct(v['accuracy'])}" for v in f["compound"].values())
             note = f" ({f['failed']} failed)" if f.get("failed") else ""
-            lines.append(f"| {name}{note} | " + " | ".join(cells) + f" | {comp} |")
+            nm = f.get("named") or {}
+            shares = " / ".join(_pct((nm.get("share") or {}).get(c, 0.0 if nm.get("windows") else None)) for c in causes)
+            lines.append(f"| {name}{note} | " + " | ".join(cells) + f" | {comp} | {_pct(nm.get('accuracy'))} | {shares} |")
         lines.append("")
     lines += ["## Targets", ""]
     for t in result["targets"]:

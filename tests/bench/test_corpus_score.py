@@ -353,3 +353,20 @@ def test_circa_is_given_the_columns_without_their_exact_linear_copies() -> None:
     }
     assert linear_copies(columns) == ["latency_ttftoverslo", "queue_waiting", "queue_negated"]
     assert set(PREPARE) == {"circa"}  # BARO, NSigma and RCD get every column
+
+
+def test_named_shows_a_method_that_names_one_class_everywhere() -> None:
+    """A peer that names compute on every caused window reaches 100 % AC@1 on compute; ``named`` puts
+    its pooled accuracy and how often it names each class beside that (healthy windows left out)."""
+    pairs = [
+        (T("compute"), V("compute")),
+        (T("compute"), V("compute")),
+        (T("queue"), V("compute")),
+        (T("network"), V("compute")),
+        (T("healthy"), V("compute")),  # not a caused window: not counted
+    ]
+    got = cm.named(pairs)
+    assert got == {"windows": 4, "accuracy": 0.5, "share": {"compute": 1.0}}
+    assert cm.ac1(pairs, caused_only=True)["compute"]["all"]["ac1"] == 1.0
+    mixed = [*pairs[:2], (T("queue"), V("queue"))]
+    assert cm.named(mixed) == {"windows": 3, "accuracy": 1.0, "share": {"compute": 0.6667, "queue": 0.3333}}  # _rate rounds
