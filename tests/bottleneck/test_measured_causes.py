@@ -87,8 +87,20 @@ def test_a_tier_with_nothing_served_but_requests_in_flight_is_not_called_healthy
 
 
 def test_an_idle_window_without_one_of_its_gauges_stays_unknown() -> None:
-    for gauge in ("request_count", "requests_running", "requests_waiting"):
+    for gauge in ("requests_running", "requests_waiting"):
         assert classify(light(**{**IDLE, gauge: None})).regime is Regime.UNKNOWN, gauge
+    # Served: the TTFT histogram's count, else the SLO request rate; without either, unknown.
+    assert classify(light(**{**IDLE, "request_count": None, "request_rate": None})).regime is Regime.UNKNOWN
+
+
+def test_an_idle_window_before_the_first_token_is_healthy() -> None:
+    """v12: before a tier's first token since the exporter started, its TTFT histogram has no series
+    (the window's count is absent, not 0); the SLO request counter, which counts the same first
+    tokens, reads 0. Nothing served, running or waiting: idle, as with the count at 0."""
+    d = classify(light(**{**IDLE, "request_count": None}))
+    assert d.regime is Regime.HEALTHY and d.confidence >= CONFIDENT
+    assert classify(light(**{**IDLE, "request_count": None, "request_rate": 0.5})).regime is Regime.UNKNOWN  # first tokens seen
+    assert classify(light(**{**IDLE, "request_count": None, "requests_running": 1.0})).regime is Regime.UNKNOWN
 
 
 def test_a_delay_the_first_tokens_do_not_show_is_not_the_tiers() -> None:
