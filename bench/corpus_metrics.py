@@ -75,6 +75,9 @@ class Truth:
     tier: str
     excess: Mapping[str, float | None]  # per stat, seconds (None: immaterial)
     shares: Mapping[tuple[str, str], float]  # (stat, class) -> true share of that stat's excess
+    # The clean twin's same window breached the SLO (or had a material excess) itself: no injected
+    # cause explains that breach, so the counterfactual labels it healthy; the figures keep it there.
+    clean_breach: bool = False
 
     @classmethod
     def of(cls, truth: Mapping[str, Any], tier: str) -> Truth:
@@ -87,7 +90,8 @@ class Truth:
                 v = (eff.get("share") or {}).get(s)
                 if v is not None and excess.get(s) is not None:
                     shares[(s, c)] = min(1.0, shares.get((s, c), 0.0) + float(v))
-        return cls(primary, tuple(truth.get("causes") or ()), tuple(truth.get("kinds") or ()), tier, excess, shares)
+        causes, kinds = tuple(truth.get("causes") or ()), tuple(truth.get("kinds") or ())
+        return cls(primary, causes, kinds, tier, excess, shares, bool(truth.get("clean_breach")))
 
 
 def forced_choice(v: Verdict) -> Verdict:
@@ -128,6 +132,21 @@ def ac1(pairs: Sequence[tuple[Truth, Verdict]], *, ranked: bool = False, caused_
     for (cls, tier), (n, s, le) in sorted(cells.items()):
         per_class.setdefault(cls, {})[tier] = {"windows": n, "ac1": _rate(s, n), "ac1_lenient": _rate(le, n)}
     return per_class
+
+
+def healthy_by_clean_twin(pairs: Sequence[tuple[Truth, Verdict]]) -> dict[str, Any]:
+    """AC@1 on the healthy windows split by whether their clean twin met the SLO, and what the verdict
+    said on those whose twin breached it (the workload queued on its own: no injected cause, so the
+    truth says healthy while the SLO is missed). Beside the healthy AC@1, never instead of it."""
+    out: dict[str, Any] = {}
+    for key, breach in (("clean_met", False), ("clean_breached", True)):
+        said: dict[str, int] = defaultdict(int)
+        for t, v in pairs:
+            if t.primary == "healthy" and t.clean_breach is breach:
+                said[v.primary] += 1
+        n = sum(said.values())
+        out[key] = {"windows": n, "ac1": _rate(said.get("healthy", 0), n), "said": dict(sorted(said.items()))}
+    return out
 
 
 def named(pairs: Sequence[tuple[Truth, Verdict]], *, ranked: bool = False) -> dict[str, Any]:

@@ -84,6 +84,7 @@ def figures(ws: Sequence[LabelledWindow], verdicts: Mapping[str, cm.Verdict], *,
     if not ranked:
         out |= {
             "confusion": cm.confusion(pairs),
+            "healthy_by_clean_twin": cm.healthy_by_clean_twin(pairs),
             "attribution": cm.attribution(pairs),
             "calibration": cm.calibration(pairs),
             "confident": cm.confident_share(pairs, CONFIDENT),
@@ -268,6 +269,13 @@ def markdown(result: Mapping[str, Any]) -> str:
         ]
         for truth, row in ours["confusion"].items():
             lines.append(f"| {truth} | " + " | ".join(str(row.get(c, 0)) for c in cols) + " |")
+        hc = ours.get("healthy_by_clean_twin")
+        if hc and hc["clean_breached"]["windows"]:
+            met, br = hc["clean_met"], hc["clean_breached"]
+            said = ", ".join(f"{c} {n}" for c, n in br["said"].items())
+            lines += ["", f"Healthy windows whose clean twin met the SLO: {_pct(met['ac1'])} % of {met['windows']}; whose clean twin "
+                      f"breached it too (no injected cause explains the breach: the truth says healthy): {_pct(br['ac1'])} % of "
+                      f"{br['windows']} (said: {said}). Beside the healthy AC@1 above, not instead of it."]  # fmt: skip
         comp = "; ".join(f"{k} {_pct(v['accuracy'])} % of {v['windows']}" for k, v in ours["compound"].items() if v["windows"])
         lines += ["", "Exact cause set per compound pair: " + (comp or "no compound window")]
         a = ours["attribution"]

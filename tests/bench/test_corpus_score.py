@@ -370,3 +370,16 @@ def test_named_shows_a_method_that_names_one_class_everywhere() -> None:
     assert cm.ac1(pairs, caused_only=True)["compute"]["all"]["ac1"] == 1.0
     mixed = [*pairs[:2], (T("queue"), V("queue"))]
     assert cm.named(mixed) == {"windows": 3, "accuracy": 1.0, "share": {"compute": 0.6667, "queue": 0.3333}}  # _rate rounds
+
+
+def test_healthy_windows_are_split_by_whether_their_clean_twin_breached() -> None:
+    """A window whose clean twin breached the SLO too is healthy in truth (no injected cause explains
+    it); the split says how the classifier read those apart from the rest."""
+    breached = cm.Truth.of({"primary": "healthy", "clean_breach": True}, "free")
+    met = cm.Truth.of({"primary": "healthy"}, "free")
+    assert breached.clean_breach and not met.clean_breach
+    pairs = [(met, V("healthy")), (met, V("healthy")), (met, V("network")), (breached, V("queue")), (breached, V("healthy")),
+             (T("queue"), V("queue"))]  # fmt: skip
+    got = cm.healthy_by_clean_twin(pairs)
+    assert got["clean_met"] == {"windows": 3, "ac1": 0.6667, "said": {"healthy": 2, "network": 1}}
+    assert got["clean_breached"] == {"windows": 2, "ac1": 0.5, "said": {"healthy": 1, "queue": 1}}
