@@ -1,7 +1,7 @@
 """Check the demo's phase verdicts: ``python3 .ci/demo_verdicts.py demo-out/demo-summary.json``.
 
 Exit 0 when the demo wrote one verdict per phase and tier and every one is met, and every remedy the
-story expects of a phase was applied in it and judged effective (none ineffective or insufficient);
+story expects of a phase was applied in it and one of its moves judged effective (none ineffective);
 1 otherwise, with each verdict not met on stderr. Standard library only (CI runs it with the system python3).
 """
 
@@ -11,8 +11,6 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
-
-FAILED = ("ineffective", "insufficient")  # the move was measured and did not cure (enough)
 
 
 def problems(summary: dict[str, Any]) -> tuple[list[str], str]:
@@ -43,12 +41,13 @@ def problems(summary: dict[str, Any]) -> tuple[list[str], str]:
             outcomes = sorted({str(a.get("outcome")) for a in done})
             if not done:
                 bad.append(f"NOT MET {phase.get('name')} / {tier}: no {kind} applied by the controller in the phase")
-            elif any(o in FAILED for o in outcomes):
-                bad.append(f"NOT MET {phase.get('name')} / {tier}: its {kind} was judged {', '.join(o for o in outcomes if o in FAILED)}")
+            elif "ineffective" in outcomes:  # measured under it, and its cause still bound as before
+                bad.append(f"NOT MET {phase.get('name')} / {tier}: its {kind} was judged ineffective")
             elif "effective" not in outcomes:
                 # The story claims the tier turns healthy *by* the move: a move left unjudged (no window
-                # measured under it) or superseded before its window is not that evidence. Every demo run
-                # on record (six, 2026-12-05/06) judged both of Premium's moves effective.
+                # measured under it), superseded before its window, or insufficient (a step the next one
+                # followed, control/outcomes.py) with no later step judged effective is not that evidence.
+                # Every demo run on record (six, 2026-12-05/06) judged both of Premium's moves effective.
                 bad.append(f"NOT MET {phase.get('name')} / {tier}: no {kind} judged effective (outcomes: {', '.join(outcomes)})")
     approval = summary.get("approval")
     if approval is not None and approval.get("state") != "applied":

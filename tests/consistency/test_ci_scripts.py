@@ -64,9 +64,12 @@ def test_a_remedy_the_story_expects_must_have_been_applied_in_its_phase() -> Non
     assert demo.problems(summary)[0]
     summary["actions"] = [{**move, "outcome": "ineffective"}]
     assert "judged ineffective" in demo.problems(summary)[0][0]
-    summary["actions"] = [move, {**move, "outcome": "insufficient"}]  # one cured, the other measured short
-    assert "judged insufficient" in demo.problems(summary)[0][0]
-    for unproven in ("unjudged", "superseded", None):  # no window measured under the move: not the story's evidence
+    step = {**move, "outcome": "insufficient"}  # a step the next one followed (control/outcomes.py)
+    summary["actions"] = [step, {**move, "decided_s": 20.0}]  # the designed path: a step, then the one that cured
+    assert demo.problems(summary)[0] == []
+    summary["actions"] = [move, {**move, "outcome": "ineffective"}]  # one cured, the other measured not to
+    assert "judged ineffective" in demo.problems(summary)[0][0]
+    for unproven in ("unjudged", "superseded", "insufficient", None):  # no move proven to cure: not the story's evidence
         summary["actions"] = [{**move, "outcome": unproven}]
         assert "no relocate judged effective" in demo.problems(summary)[0][0]
     summary["actions"] = [move, {**move, "outcome": "superseded"}]  # one move proven is the story
