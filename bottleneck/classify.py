@@ -72,12 +72,11 @@ def _missing(*readings: Reading) -> tuple[str, ...]:
 def _idle(snap: SliceSnapshot) -> bool:
     """No request served, running or waiting in the window (every one of the three known), and no
     token delivered or TPOT observed where those are reported (tokens flowing are not idle). With no
-    replica up nothing can run: the engines' running gauge is absent then, not unknown. Served: the
-    TTFT histogram's count, or where that series does not exist yet (no first token since the
-    exporter started) the SLO request rate, which counts the same first tokens."""
+    replica up nothing can run: the engines' running gauge is absent then, not unknown. Served:
+    ``confidence.served`` (the TTFT histogram's count, or 0 before that series exists when the SLO
+    request rate reads 0), the count the sampling caps read too."""
     running = snap.requests_running if snap.requests_running is not None or snap.replicas != 0 else 0.0
-    served = snap.request_count if snap.request_count is not None else snap.request_rate
-    gauges = (served, running, snap.requests_waiting)
+    gauges = (confidence.served(snap), running, snap.requests_waiting)
     flowing = (snap.tpot_request_count, snap.output_tokens_per_s)
     return all(g is not None and g <= 0 for g in gauges) and not any(f is not None and not f <= 0 for f in flowing)
 

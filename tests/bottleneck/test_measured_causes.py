@@ -103,6 +103,20 @@ def test_an_idle_window_before_the_first_token_is_healthy() -> None:
     assert classify(light(**{**IDLE, "request_count": None, "requests_running": 1.0})).regime is Regime.UNKNOWN
 
 
+def test_a_count_read_as_zero_for_the_idle_rule_caps_the_verdict_it_would_flip() -> None:
+    """The review's counterexample to v12 as first frozen: a median TPOT at a pinned cap, the TTFT
+    histogram without a series and the SLO request rate at 0. The idle rule reads that as 0 served,
+    so the sampling caps must too: the window's network verdict rests on no request and may not be
+    confident, or removing the median would turn it into a confident healthy (the missing-field rule)."""
+    snap = point(
+        tpot_p50_s=0.1, output_tokens_per_s=0.0, request_rate=0.0, request_count=None, tpot_request_count=None,
+        requests_running=0.0, requests_waiting=0.0, link_rx_bps=0.46 * MBPS, link_cap_bps=0.5 * MBPS,
+    )  # fmt: skip
+    full, less = classify(snap), classify(dataclasses.replace(snap, tpot_p50_s=None))
+    assert less.regime is Regime.HEALTHY and less.confidence >= CONFIDENT  # idle: nothing served, running or waiting
+    assert full.regime is not less.regime and full.confidence < CONFIDENT
+
+
 def test_a_delay_the_first_tokens_do_not_show_is_not_the_tiers() -> None:
     # +200 ms on the path's RTT gauge, TTFT at its reference: the gauge is another path's (or the
     # tier's requests do not cross it). Not a network verdict; a healthy one, but not a confident one.
