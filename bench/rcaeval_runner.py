@@ -24,13 +24,17 @@ import warnings
 from contextlib import redirect_stderr
 from typing import Any
 
-# RCAEval's own harness (rq2.py) always names its dataset; any name but its special ones makes each
-# method drop the time column and the constant columns before it ranks (RCAEval.io.time_series
-# preprocess; RCD's own branch). Without a name BARO, NSigma and CIRCA rank the same columns (their
-# z-scores put a constant or the time last) but RCD would search over the time column itself.
-DATASET = "inferslice"
-# RCD draws the order in which it visits neighbours (np.random); a fixed seed makes a rerun reproduce.
-SEEDED: dict[str, dict[str, Any]] = {"rcd": {"seed": 0}}
+# How each method is called (keyword arguments beyond the data and ``inject_time``).
+# - A dataset name (RCAEval's harness, rq2.py, always passes one) turns on RCAEval's preprocessing:
+#   the time column and constant columns dropped. CIRCA preprocesses the whole case at once, so only
+#   what is constant over the whole case goes; it is given a name, without which its Fisher-z PC
+#   fails on the constants. BARO, NSigma and RCD preprocess the normal and the anomalous period
+#   apart, so a set-point gauge constant in the clean twin (the GPU share at 1, the cap, nothing
+#   waiting) would be dropped however far it moves after: they are given no name and see every
+#   column (the time column too, which the ranks below leave out).
+# - RCD draws the order of its columns' chunks and its neighbours (np.random): a fixed seed makes a
+#   rerun reproduce.
+CALL: dict[str, dict[str, Any]] = {"circa": {"dataset": "inferslice"}, "rcd": {"seed": 0}}
 
 
 def _methods(names: list[str]) -> dict[str, Any]:
@@ -55,33 +59,40 @@ def _methods(names: list[str]) -> dict[str, Any]:
     return out
 
 
-def _corr(x: list[float], y: list[float]) -> float:
+def _corr(x: list[float], y: list[float]) -> float | None:
+    """Pearson's r; None when either series does not vary (or its variance is not a finite number)."""
     mx, my = sum(x) / len(x), sum(y) / len(y)
     sxy = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True))
     sxx, syy = sum((a - mx) ** 2 for a in x), sum((b - my) ** 2 for b in y)
-    return sxy / math.sqrt(sxx * syy)
+    den = math.sqrt(sxx * syy)
+    return sxy / den if den > 0 and math.isfinite(den) else None
 
 
 def linear_copies(columns: dict[str, list[float]]) -> list[str]:
-    """The columns that are an exact affine function of a varying column listed before them.
+    """The columns that are an exact affine function of a column of their own family listed before
+    them (the family: the name up to its first ``_``, as the peers' mapping reads it).
 
     The corpus gives each number raw and normalised by what inferslice judges it against (the SLO,
     the reference, the cap); within one case those are constants, so ``latency_ttftoverslo`` is
     ``latency_ttftp99`` over 0.5 and the two are perfectly correlated. CIRCA's PC (Fisher-z) inverts
     correlation sub-matrices and fails on every such case ("Data correlation matrix is singular");
     a copy carries nothing its original does not, so the first of each group (the raw column: the
-    corpus lists it first) is kept. The time and constant columns are never copies (RCAEval's own
-    preprocessing drops them).
+    corpus lists it first) is kept. Only within a family: two columns of different families that
+    happen to move together (two set-points stepping at the injection, two gauges zero but in one
+    row) are both kept, so which cause CIRCA can name never depends on the columns' order. The time
+    and constant columns are never copies (CIRCA's own preprocessing drops them).
     """
-    kept: list[list[float]] = []
+    kept: list[tuple[str, list[float]]] = []
     copies: list[str] = []
     for name, x in columns.items():
-        if name == "time" or max(x) == min(x):
+        if name == "time" or len(x) < 3 or max(x) == min(x):
             continue
-        if any(abs(_corr(x, y)) > 1.0 - 1e-9 for y in kept):
+        family = name.split("_", 1)[0]
+        same = [y for f, y in kept if f == family]
+        if any((r := _corr(x, y)) is not None and abs(r) > 1.0 - 1e-9 for y in same):
             copies.append(name)
         else:
-            kept.append(x)
+            kept.append((family, x))
     return copies
 
 
@@ -114,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     with redirect_stderr(err):
                         data = PREPARE[name](df) if name in PREPARE else df
-                        result = fn(data, inject_time=float(case["inject_time"]), dataset=DATASET, **SEEDED.get(name, {}))
+                        result = fn(data, inject_time=float(case["inject_time"]), **CALL.get(name, {}))
                     ranks = [str(r) for r in result.get("ranks", []) if str(r) != "time"]
                     if "failed (" in err.getvalue():
                         error, ranks = err.getvalue().strip().splitlines()[-1][:300], []

@@ -336,23 +336,26 @@ def test_rankings_add_only_the_methods_a_cache_lacks_each_in_its_interpreter(tmp
 
 
 def test_circa_is_given_the_columns_without_their_exact_linear_copies() -> None:
-    """A column that is an affine function of one before it (a rescaling by the SLO or the reference,
-    within one case) is left out for CIRCA; the original, noise, constants and the time stay."""
-    from inferslice.bench.rcaeval_runner import PREPARE, linear_copies
+    """A column that is an affine function of one of its own family before it (a rescaling by the SLO
+    or the reference, within one case) is left out for CIRCA; the original, other families' columns
+    that move the same way, noise, constants and the time stay."""
+    from inferslice.bench.rcaeval_runner import linear_copies
 
     raw = [0.2, 0.5, 0.4, 1.9, 2.2]
     columns = {
         "time": [0.0, 1.0, 2.0, 3.0, 4.0],
         "latency_ttftp99": raw,
-        "latency_ttftoverslo": [v / 0.5 for v in raw],  # a rescaling
-        "queue_waiting": [3 * v + 1 for v in raw],  # an affine copy, even across families
-        "queue_negated": [-v for v in raw],  # perfectly anti-correlated: a copy too
+        "latency_ttftoverslo": [v / 0.5 for v in raw],  # a rescaling: a copy
+        "queue_waiting": [3 * v + 1 for v in raw],  # moves as the latency does, another family: kept
+        "queue_negated": [-v for v in raw],  # perfectly anti-correlated with queue_waiting: a copy
         "gpu_share": [1.0, 0.9, 1.0, 0.5, 0.6],  # correlated, not a copy
         "link_cap": [5e6] * 5,  # constant: CIRCA's own preprocessing drops it
-        "link_overcap": [1.0, 0.9, 1.0, 0.5, 0.65],  # r = 0.998 with gpu_share, not a copy: kept
+        "link_overcap": [1.0, 0.9, 1.0, 0.5, 0.65],  # r = 0.996 with gpu_share, not a copy: kept
     }
-    assert linear_copies(columns) == ["latency_ttftoverslo", "queue_waiting", "queue_negated"]
-    assert set(PREPARE) == {"circa"}  # BARO, NSigma and RCD get every column
+    assert linear_copies(columns) == ["latency_ttftoverslo", "queue_negated"]
+    assert linear_copies({"a_x": [1.0, 2.0], "a_y": [2.0, 4.0]}) == []  # two points: every pair is "exact"
+    tiny = [1e-160, 2e-160, 4e-160]  # variances underflow to 0: no division error, no copy
+    assert linear_copies({"a_x": tiny, "a_y": [2 * v for v in tiny]}) == []
 
 
 def test_named_shows_a_method_that_names_one_class_everywhere() -> None:
