@@ -77,15 +77,17 @@ rcaeval-venv: venv
 
 # RCD (RCAEval's fourth peer) in a third environment: it needs causal-learn 0.1.2.3 with RCAEval's patch
 # (bench/rcaeval-rcd/README.md), which CIRCA's newer causal-learn in .venv-rcaeval cannot share.
-RCD_SITE = .venv-rcd/lib/python$(shell python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')/site-packages
-rcd-venv: apt
+RCD_PATCH = bench/rcaeval-rcd/causal-learn-0.1.2.3-rcd.patch
+rcd-venv:
+	@command -v patch >/dev/null || { echo "make rcd-venv: needs patch(1) (make apt installs it)" >&2; exit 1; }
 	@test -x .venv-rcd/bin/python || python3 -m venv .venv-rcd
 	.venv-rcd/bin/pip install -q rcaeval==1.8.1 causal-learn==0.1.2.3 'numpy<2' pandas scikit-learn requests tqdm matplotlib networkx
-	@if patch -p1 -N --dry-run -s -d "$(RCD_SITE)" < bench/rcaeval-rcd/causal-learn-0.1.2.3-rcd.patch >/dev/null 2>&1; then \
-	  patch -p1 -N -s -d "$(RCD_SITE)" < bench/rcaeval-rcd/causal-learn-0.1.2.3-rcd.patch; \
+	@site="$$(.venv-rcd/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"; \
+	if patch -p1 -N --dry-run -s -d "$$site" < $(RCD_PATCH) >/dev/null 2>&1; then \
+	  patch -p1 -N -s -d "$$site" < $(RCD_PATCH); \
 	else \
-	  patch -p1 -R --dry-run -s -d "$(RCD_SITE)" < bench/rcaeval-rcd/causal-learn-0.1.2.3-rcd.patch >/dev/null || \
-	    { echo "make rcd-venv: RCAEval's patch applies neither way to $(RCD_SITE)/causallearn" >&2; exit 1; }; \
+	  patch -p1 -R --dry-run -s -d "$$site" < $(RCD_PATCH) >/dev/null || \
+	    { echo "make rcd-venv: RCAEval's patch applies neither way to $$site/causallearn" >&2; exit 1; }; \
 	fi
 	.venv-rcd/bin/python -c 'from causallearn.utils.PCUtils.SkeletonDiscovery import local_skeleton_discovery; from RCAEval.e2e import rcd'
 

@@ -328,14 +328,15 @@ RCD_NOT_RUN = (
 def rankings(
     cache: Path, windows: Sequence[LabelledWindow], interpreters: Mapping[str, str | None], rerun: bool = False
 ) -> dict[str, dict[str, Any]] | None:
-    """The RCA peers' rankings: ``cache`` as it is, plus every method it lacks that has an interpreter
-    (all of them again with ``rerun``). A method's rankings are never recomputed unless asked: a cache
-    is what was scored."""
-    rca: dict[str, dict[str, Any]] = {} if rerun or not cache.exists() else json.loads(cache.read_text())
-    missing = [m for m in peers.RCA_METHODS if m not in rca and interpreters.get(m)]
-    for python in dict.fromkeys(str(interpreters[m]) for m in missing):
-        rca |= peers.run_rca(windows, python, [m for m in missing if interpreters[m] == python])
-    if missing:
+    """The RCA peers' rankings: ``cache`` as it is, plus every method that has an interpreter and that
+    the cache lacks or that does not cover every case of ``windows`` (all of those again with
+    ``rerun``). A method without an interpreter keeps what the cache holds, whatever ``rerun`` says.
+    The cache is written after each interpreter's run, so one that fails loses nothing before it."""
+    rca: dict[str, dict[str, Any]] = json.loads(cache.read_text()) if cache.exists() else {}
+    ids = {c["id"] for c in peers.rca_cases(windows)}
+    todo = [m for m in peers.RCA_METHODS if interpreters.get(m) and (rerun or m not in rca or not ids <= set(rca[m]))]
+    for python in dict.fromkeys(str(interpreters[m]) for m in todo):
+        rca |= peers.run_rca(windows, python, [m for m in todo if interpreters[m] == python])
         cache.write_text(json.dumps(rca, sort_keys=True))
     return dict(sorted(rca.items())) or None  # in name order, fresh or cached: the report's rows keep their order
 

@@ -304,8 +304,9 @@ def test_a_peer_that_ranked_no_window_is_no_claim_not_a_target_met(tmp_path: Pat
 
 
 def test_rankings_add_only_the_methods_a_cache_lacks_each_in_its_interpreter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A committed cache is what was scored: its methods are never ranked again (unless --rerun-rca);
-    RCD, absent from the caches ranked before it could run, is added by its own interpreter."""
+    """A committed cache is what was scored: its methods are never ranked again (unless --rerun-rca)
+    while they cover the windows; RCD, absent from the caches ranked before it could run, is added by
+    its own interpreter; a method without an interpreter keeps its rankings, even on a rerun."""
     from inferslice.bench import corpus_peers as peers
     from inferslice.bench.corpus_score import rankings
 
@@ -313,26 +314,39 @@ def test_rankings_add_only_the_methods_a_cache_lacks_each_in_its_interpreter(tmp
 
     def fake_run(windows: object, python: str, methods: tuple[str, ...] | list[str]) -> dict[str, dict[str, object]]:
         calls.append((python, tuple(methods)))
+        if python == "broken":
+            raise RuntimeError("the interpreter died")
         return {m: {"w1": {"ranks": [f"{m}-by-{python}"], "error": None}} for m in methods}
 
     monkeypatch.setattr(peers, "run_rca", fake_run)
+    monkeypatch.setattr(peers, "rca_cases", lambda windows: [{"id": i} for i in windows])  # the windows stand for their cases
     cache = tmp_path / "rca-ranks.json"
     old = {m: {"w1": {"ranks": ["old"], "error": None}} for m in ("baro", "nsigma", "circa")}
     cache.write_text(json.dumps(old))
     both = {"baro": "rcaeval", "nsigma": "rcaeval", "circa": "rcaeval", "rcd": "rcd-venv"}
-    got = rankings(cache, [], both)
+    got = rankings(cache, ["w1"], both)  # type: ignore[arg-type]
     assert calls == [("rcd-venv", ("rcd",))]
     assert got is not None and got["baro"] == old["baro"] and got["rcd"]["w1"]["ranks"] == ["rcd-by-rcd-venv"]
     assert json.loads(cache.read_text()) == got  # written back, so the next score reads the same rankings
     calls.clear()
-    assert rankings(cache, [], both) == got and calls == []  # nothing missing: nothing run, nothing written
+    assert rankings(cache, ["w1"], both) == got and calls == []  # type: ignore[arg-type]  # nothing missing: nothing run
     no_rcd = {**both, "rcd": None}
     cache.write_text(json.dumps(old))
-    assert rankings(cache, [], no_rcd) == old and calls == []  # no interpreter: the cache as it is
-    got = rankings(cache, [], both, rerun=True)
-    assert calls == [("rcaeval", ("baro", "nsigma", "circa")), ("rcd-venv", ("rcd",))]
-    assert got is not None and got["baro"]["w1"]["ranks"] == ["baro-by-rcaeval"]
-    assert rankings(tmp_path / "absent.json", [], {m: None for m in both}) is None
+    assert rankings(cache, ["w1"], no_rcd) == old and calls == []  # type: ignore[arg-type]  # no interpreter: the cache as it is
+    got = rankings(cache, ["w1"], no_rcd, rerun=True)  # type: ignore[arg-type]
+    assert calls == [("rcaeval", ("baro", "nsigma", "circa"))] and got is not None and "rcd" not in got
+    nothing = dict.fromkeys(both)
+    assert rankings(cache, ["w1"], nothing, rerun=True) == got  # type: ignore[arg-type]  # a rerun with no interpreter keeps the cache
+    calls.clear()
+    cache.write_text(json.dumps({**old, "rcd": {"w1": {"ranks": ["kept"], "error": None}}}))
+    got = rankings(cache, ["w1", "w2"], {**both, "rcd": None})  # type: ignore[arg-type]
+    assert calls == [("rcaeval", ("baro", "nsigma", "circa"))]  # w2 uncovered: ranked again where it can be
+    assert got is not None and got["rcd"]["w1"]["ranks"] == ["kept"]  # no interpreter: kept as it was
+    cache.write_text(json.dumps(old))
+    with pytest.raises(RuntimeError):
+        rankings(cache, ["w1"], {**both, "rcd": "broken"})  # type: ignore[arg-type]
+    assert json.loads(cache.read_text())["baro"]["w1"]["ranks"] == ["old"]  # the cache is intact
+    assert rankings(tmp_path / "absent.json", [], nothing) is None  # type: ignore[arg-type]
 
 
 def test_circa_is_given_the_columns_without_their_exact_linear_copies() -> None:
