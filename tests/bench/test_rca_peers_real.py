@@ -98,3 +98,42 @@ def test_rcd_is_reproducible(tmp_path: Path) -> None:
     """RCD visits neighbours in a random order; the runner seeds it, so a rerun ranks the same."""
     cases = [_case(f"c{k}", 10 + k) for k in range(3)]
     assert _run(tmp_path, "a", cases) == _run(tmp_path, "b", cases)
+
+
+def _share_cut(case_id: str, seed: int) -> dict[str, object]:
+    """The GPU share at exactly 1 while nothing is wrong (a set-point gauge, constant in the clean twin),
+    cut to 0.5 at the injection; the TPOT follows. RCAEval's per-period preprocessing (a dataset name)
+    would drop the share as a constant of the normal period: a peer could then never name compute."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(40):
+        share = 1.0 if i < 20 else 0.5
+        rows.append({
+            "time": float(i),
+            "gpu_share": share,
+            "latency_tpotp99": 0.05 / share + rng.uniform(0.0, 0.005),
+            "queue_waiting": rng.uniform(0.0, 1.0),
+            "link_rx": rng.uniform(1e6, 2e6),
+            **{f"gpu_noise{j}": rng.uniform(0.0, 1.0) for j in range(6)},
+        })  # fmt: skip
+    return {"id": case_id, "inject_time": 19.5, "rows": rows}
+
+
+@needs_rcd
+def test_rcd_sees_a_gauge_that_was_constant_before_the_cause(tmp_path: Path) -> None:
+    got = _run(tmp_path, "cut", [_share_cut(f"s{k}", 40 + k) for k in range(3)])
+    for r in got:
+        assert r["error"] is None and "gpu_share" in r["ranks"], r  # type: ignore[operator]
+
+
+@needs_rcaeval
+@pytest.mark.parametrize("method", ["baro", "nsigma"])
+def test_baro_and_nsigma_rank_a_gauge_that_was_constant_before_the_cause(tmp_path: Path, method: str) -> None:
+    got = _run(tmp_path, method, [_share_cut(f"s{k}", 50 + k) for k in range(3)], RCAEVAL_PYTHON, method)
+    for r in got:
+        ranks = r["ranks"]
+        assert r["error"] is None and isinstance(ranks, list), r
+        # Ranked at all: with a dataset name it would be dropped as a constant of the normal period. Last:
+        # BARO and NSigma score a column by its largest rise (max z, robust scale 1 where the normal period
+        # is flat), and the share falls; the symptom leads.
+        assert ranks[0] == "latency_tpotp99" and ranks[-1] == "gpu_share", r
