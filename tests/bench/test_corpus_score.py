@@ -321,32 +321,34 @@ def test_rankings_add_only_the_methods_a_cache_lacks_each_in_its_interpreter(tmp
     monkeypatch.setattr(peers, "run_rca", fake_run)
     monkeypatch.setattr(peers, "rca_cases", lambda windows: [{"id": i} for i in windows])  # the windows stand for their cases
     cache = tmp_path / "rca-ranks.json"
+    W1: Any = ["w1"]  # the windows stand for their cases (rca_cases above)
+    W12: Any = ["w1", "w2"]
     old = {m: {"w1": {"ranks": ["old"], "error": None}} for m in ("baro", "nsigma", "circa")}
     cache.write_text(json.dumps(old))
     both = {"baro": "rcaeval", "nsigma": "rcaeval", "circa": "rcaeval", "rcd": "rcd-venv"}
-    got = rankings(cache, ["w1"], both)  # type: ignore[arg-type]
+    got = rankings(cache, W1, both)
     assert calls == [("rcd-venv", ("rcd",))]
     assert got is not None and got["baro"] == old["baro"] and got["rcd"]["w1"]["ranks"] == ["rcd-by-rcd-venv"]
     assert json.loads(cache.read_text()) == got  # written back, so the next score reads the same rankings
     calls.clear()
-    assert rankings(cache, ["w1"], both) == got and calls == []  # type: ignore[arg-type]  # nothing missing: nothing run
+    assert rankings(cache, W1, both) == got and calls == []  # nothing missing: nothing run
     no_rcd = {**both, "rcd": None}
     cache.write_text(json.dumps(old))
-    assert rankings(cache, ["w1"], no_rcd) == old and calls == []  # type: ignore[arg-type]  # no interpreter: the cache as it is
-    got = rankings(cache, ["w1"], no_rcd, rerun=True)  # type: ignore[arg-type]
+    assert rankings(cache, W1, no_rcd) == old and calls == []  # no interpreter: the cache as it is
+    got = rankings(cache, W1, no_rcd, rerun=True)
     assert calls == [("rcaeval", ("baro", "nsigma", "circa"))] and got is not None and "rcd" not in got
     nothing = dict.fromkeys(both)
-    assert rankings(cache, ["w1"], nothing, rerun=True) == got  # type: ignore[arg-type]  # a rerun with no interpreter keeps the cache
+    assert rankings(cache, W1, nothing, rerun=True) == got  # a rerun with no interpreter keeps the cache
     calls.clear()
     cache.write_text(json.dumps({**old, "rcd": {"w1": {"ranks": ["kept"], "error": None}}}))
-    got = rankings(cache, ["w1", "w2"], {**both, "rcd": None})  # type: ignore[arg-type]
+    got = rankings(cache, W12, {**both, "rcd": None})
     assert calls == [("rcaeval", ("baro", "nsigma", "circa"))]  # w2 uncovered: ranked again where it can be
     assert got is not None and got["rcd"]["w1"]["ranks"] == ["kept"]  # no interpreter: kept as it was
     cache.write_text(json.dumps(old))
     with pytest.raises(RuntimeError):
-        rankings(cache, ["w1"], {**both, "rcd": "broken"})  # type: ignore[arg-type]
+        rankings(cache, W1, {**both, "rcd": "broken"})
     assert json.loads(cache.read_text())["baro"]["w1"]["ranks"] == ["old"]  # the cache is intact
-    assert rankings(tmp_path / "absent.json", [], nothing) is None  # type: ignore[arg-type]
+    assert rankings(tmp_path / "absent.json", [], nothing) is None
 
 
 def test_circa_is_given_the_columns_without_their_exact_linear_copies() -> None:
