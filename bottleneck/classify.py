@@ -19,7 +19,8 @@ network and compute (and an unexplained ``base``). The regimes follow from that 
   binds through a TTFT statistic from 1.5x its reference (``ttft_link_inflation_ratio``, v11; the
   queue and compute keep their 3x);
 - healthy: nothing binds. An SLO at risk shows in ``slo`` and ``slo_signal``, never in the regime.
-  A tier with nothing served, running or waiting in the window is healthy (idle), not unknown.
+  A tier with nothing served, running or waiting in the window is healthy (idle), not unknown
+  (served: the TTFT histogram's count, or the SLO request rate before that series exists).
   A standing queue at the replica ceiling is the one binding signature read from gauges alone (a
   queued request's TTFT is only observed when it is served), at lower confidence;
 - unknown: the fields present cannot separate the causes (TPOT up with the link unknown and no
@@ -71,9 +72,11 @@ def _missing(*readings: Reading) -> tuple[str, ...]:
 def _idle(snap: SliceSnapshot) -> bool:
     """No request served, running or waiting in the window (every one of the three known), and no
     token delivered or TPOT observed where those are reported (tokens flowing are not idle). With no
-    replica up nothing can run: the engines' running gauge is absent then, not unknown."""
+    replica up nothing can run: the engines' running gauge is absent then, not unknown. Served:
+    ``confidence.served`` (the TTFT histogram's count, or 0 before that series exists when the SLO
+    request rate reads 0), the count the sampling caps read too."""
     running = snap.requests_running if snap.requests_running is not None or snap.replicas != 0 else 0.0
-    gauges = (snap.request_count, running, snap.requests_waiting)
+    gauges = (confidence.served(snap), running, snap.requests_waiting)
     flowing = (snap.tpot_request_count, snap.output_tokens_per_s)
     return all(g is not None and g <= 0 for g in gauges) and not any(f is not None and not f <= 0 for f in flowing)
 

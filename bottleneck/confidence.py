@@ -39,10 +39,19 @@ def calibrated(regime: Regime, margin: float, table: Table | None = None) -> flo
     return steps[-1][1]
 
 
+def served(snap: SliceSnapshot) -> float | None:
+    """The window's first tokens: the TTFT histogram's count, or, where that series does not exist
+    yet (no first token since the exporter started), 0 when the SLO request rate, which counts the
+    same first tokens, reads 0 (v12). One reading for the idle rule and the sampling caps alike."""
+    if snap.request_count is not None:
+        return snap.request_count
+    return 0.0 if snap.request_rate is not None and snap.request_rate <= 0 else None
+
+
 def _count(stat: str, snap: SliceSnapshot) -> float | None:
     if stat.startswith("tpot"):
-        return snap.tpot_request_count if snap.tpot_request_count is not None else snap.request_count
-    return snap.request_count
+        return snap.tpot_request_count if snap.tpot_request_count is not None else served(snap)
+    return served(snap)
 
 
 def undersampled(stat: str, snap: SliceSnapshot) -> bool:
@@ -55,7 +64,7 @@ def sampling_caps(stats: Iterable[str], snap: SliceSnapshot) -> list[str]:
     """A cap for every statistic the verdict rests on whose request count cannot bound it
     (``sampling``: the median needs 6 requests, a P99 368); nothing when the count is unreported."""
     caps: list[str] = []
-    if snap.request_count is None and snap.tpot_request_count is None:
+    if served(snap) is None and snap.tpot_request_count is None:
         return caps  # an unreported count caps nothing
     for stat in dict.fromkeys(stats):
         if undersampled(stat, snap):
