@@ -128,8 +128,10 @@ def test_pods_sync_holds_exactly_what_it_calls(
 
 
 def test_the_api_holds_nothing_and_mounts_no_token(rendered: list[dict[str, Any]]) -> None:
-    """The API's code calls no Kubernetes API (nothing under service/ but the controller's room
-    imports the kubernetes client): no grant, no token in its pod."""
+    """The API's code calls no Kubernetes API (nothing under service/ but the controller's room and
+    the Lease elector imports the kubernetes client): no grant, no token in its pod. The elector
+    (service/lease.py) serves the controller and the sharded diagnosis loop only, which its own Role
+    grants (``rbac.SHARD_ROLE``, the fleet overlay); the unsharded API never imports it."""
     assert _granted(rendered, rbac.Component.API) == set()
     api = next(o for o in rendered if o["kind"] == "Deployment" and o["metadata"]["name"] == "inferslice-api")
     pod = api["spec"]["template"]["spec"]
@@ -138,8 +140,12 @@ def test_the_api_holds_nothing_and_mounts_no_token(rendered: list[dict[str, Any]
     assert sa["automountServiceAccountToken"] is False
     root = Path(__file__).resolve().parents[2] / "service"
     importers = [
-        p for p in root.rglob("*.py") if "kubernetes" in p.read_text() and "import" in p.read_text() and "controller" not in p.parts
+        p
+        for p in root.rglob("*.py")
+        if "kubernetes" in p.read_text() and "import" in p.read_text() and "controller" not in p.parts and p.name != "lease.py"
     ]
+    api_modules = {"app.py", "http.py", "loop.py", "diagnosis.py", "store.py", "sources.py"}  # what `inferslice api` runs unsharded
+    assert not any("lease" in (root / m).read_text() for m in api_modules if (root / m).exists())
     assert not [p for p in importers if "from kubernetes" in p.read_text() or "import kubernetes" in p.read_text()]
 
 
