@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import tempfile
 from collections import Counter, defaultdict
@@ -135,6 +136,16 @@ def columns(s: SliceSnapshot) -> dict[str, float | None]:
     }
 
 
+def peer_python(repo: Path, peer: str) -> str | None:
+    """A peer environment's interpreter: ``$INFERSLICE_<PEER>_PYTHON``, else ``.venv-<peer>`` under the
+    repository when built (``make rcaeval-venv``, ``make rcd-venv``), else None (the peer is left out)."""
+    env = os.environ.get(f"INFERSLICE_{peer.upper()}_PYTHON")
+    if env:
+        return env
+    local = repo / f".venv-{peer}" / "bin" / "python"
+    return str(local) if local.exists() else None
+
+
 FAMILY_CAUSE = {"link": "network", "wan": "network", "queue": "queue", "gpu": "compute", "latency": None, "throughput": None}
 
 
@@ -172,13 +183,14 @@ def rca_cases(windows: Sequence[LabelledWindow]) -> list[dict[str, Any]]:
     return cases
 
 
-def run_rca(windows: Sequence[LabelledWindow], python: str, methods: Sequence[str] = RCA_METHODS) -> dict[str, dict[str, Any]]:
-    """``{method: {window id: {"ranks": [columns], "error": ...}}}`` from RCAEval's own interpreter."""
+def run_rca(cases: Sequence[Mapping[str, Any]], python: str, methods: Sequence[str] = RCA_METHODS) -> dict[str, dict[str, Any]]:
+    """``{method: {window id: {"ranks": [columns], "error": ...}}}`` from RCAEval's own interpreter,
+    on ``rca_cases`` of the windows."""
     runner = Path(__file__).with_name("rcaeval_runner.py")
     with tempfile.TemporaryDirectory() as tmp:
         inp, out = Path(tmp) / "in.jsonl", Path(tmp) / "out.jsonl"
         with inp.open("w") as fh:
-            for case in rca_cases(windows):
+            for case in cases:
                 fh.write(json.dumps(case) + "\n")
         subprocess.run([python, str(runner), str(inp), str(out), "--methods", ",".join(methods)], check=True, timeout=7200)
         results: dict[str, dict[str, Any]] = defaultdict(dict)

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-from inferslice.bench import corpus, corpus_eval
+from inferslice.bench import corpus, corpus_eval, corpus_peers
 from inferslice.bench.classifier import bench_classifier
 from inferslice.bottleneck import DEFAULT
 from inferslice.topology import load_topology
@@ -28,11 +27,7 @@ RCA_FILE = "rca-ranks.json"
 
 
 def default_rca_python(repo: Path) -> str | None:
-    env = os.environ.get("INFERSLICE_RCAEVAL_PYTHON")
-    if env:
-        return env
-    local = repo / ".venv-rcaeval" / "bin" / "python"
-    return str(local) if local.exists() else None
+    return corpus_peers.peer_python(repo, "rcaeval")
 
 
 def run(out: Path, results_dir: Path, rca_python: str | None, rerun_rca: bool = False, cost_n: int = 4000) -> dict[str, Any]:

@@ -333,10 +333,11 @@ def rankings(
     ``rerun``). A method without an interpreter keeps what the cache holds, whatever ``rerun`` says.
     The cache is written after each interpreter's run, so one that fails loses nothing before it."""
     rca: dict[str, dict[str, Any]] = json.loads(cache.read_text()) if cache.exists() else {}
-    ids = {c["id"] for c in peers.rca_cases(windows)}
+    cases = peers.rca_cases(windows)
+    ids = {c["id"] for c in cases}
     todo = [m for m in peers.RCA_METHODS if interpreters.get(m) and (rerun or m not in rca or not ids <= set(rca[m]))]
     for python in dict.fromkeys(str(interpreters[m]) for m in todo):
-        rca |= peers.run_rca(windows, python, [m for m in todo if interpreters[m] == python])
+        rca |= peers.run_rca(cases, python, [m for m in todo if interpreters[m] == python])
         cache.write_text(json.dumps(rca, sort_keys=True))
     return dict(sorted(rca.items())) or None  # in name order, fresh or cached: the report's rows keep their order
 
@@ -383,12 +384,8 @@ def score(
 
 
 def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
-    python = args.rcaeval_python
-    if python is None and (root / ".venv-rcaeval" / "bin" / "python").exists():
-        python = str(root / ".venv-rcaeval" / "bin" / "python")
-    rcd = args.rcd_python
-    if rcd is None and (root / ".venv-rcd" / "bin" / "python").exists():
-        rcd = str(root / ".venv-rcd" / "bin" / "python")
+    python = args.rcaeval_python or peers.peer_python(root, "rcaeval")
+    rcd = args.rcd_python or peers.peer_python(root, "rcd")
     tune = parse_seeds(args.tune_seeds) if args.tune_seeds else []
     seeds = parse_seeds(args.seeds)
     if args.expect_code:
@@ -463,8 +460,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", default="test", help="what these seeds are: tune, test or blind (a label in the results)")
     p.add_argument("--tune-seeds", default=None, help="seeds the peers' learned mapping is fitted on (never the scored ones)")
     p.add_argument("--out", required=True, type=Path, help="directory for score.json, score.md, reliability.png")
-    p.add_argument("--rcaeval-python", default=None, help="RCAEval's interpreter (default .venv-rcaeval/bin/python when present)")
-    p.add_argument("--rcd-python", default=None, help="RCD's interpreter (default .venv-rcd/bin/python when present: make rcd-venv)")
+    p.add_argument("--rcaeval-python", default=None, help="RCAEval's interpreter (default $INFERSLICE_RCAEVAL_PYTHON, else .venv-rcaeval)")
+    p.add_argument("--rcd-python", default=None, help="RCD's interpreter (default $INFERSLICE_RCD_PYTHON, else .venv-rcd: make rcd-venv)")
     p.add_argument("--rerun-rca", action="store_true", help="rank every method again (default: only those rca-ranks.json in --out lacks)")
     p.add_argument(
         "--expect-code",
