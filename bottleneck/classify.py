@@ -270,11 +270,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             slack = unsure.resources_slack(ph, snap, th)
             if not slack:  # slack gauges decide without the latency statistics (and their references)
                 caps.extend(unsure.healthy_caps(ph, has_ttft, has_tpot))
-            caps.extend(unsure.healthy_tail_caps(judge, ph, snap, material_delay, th))
-            if drift and snap.gpu_share is None:
-                # v13 (v12's blind set, s9150-all-free-w06): the median's move was read as drift for want
-                # of a compute confirmation; with the share reported (0.52) the same median read compute.
-                caps.append("a median TPOT past its bar read as drift, without the GPU share: a reported drop would make it count")
+            caps.extend(unsure.healthy_tail_caps(judge, ph, snap, material_delay, th, drift))
             if ph.link.binding:
                 note = "link at its cap but token delivery holds: utilisation alone is not a bottleneck"
     p99_breached = judge.any_breached

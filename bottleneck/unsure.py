@@ -163,10 +163,13 @@ def _robust_ttft(snap: SliceSnapshot, th: Thresholds) -> bool:
     )
 
 
-def healthy_tail_caps(judge: Judge, ph: Physics, snap: SliceSnapshot, material_delay: bool, th: Thresholds) -> list[str]:
+def healthy_tail_caps(
+    judge: Judge, ph: Physics, snap: SliceSnapshot, material_delay: bool, th: Thresholds, drift: bool = False
+) -> list[str]:
     """A healthy verdict a full link (through the P99 TTFT, which counts at a full link), a measured
     delay (through the TTFT statistic that would show it) or a GPU-share drop (through the P99 TPOT,
-    which counts at the lower bar once a drop is reported) could overturn."""
+    which counts at the lower bar once a drop is reported, or through a median ``drift`` read as the
+    histogram's bucket for want of a compute confirmation) could overturn."""
     caps: list[str] = []
     # v10: a reported share drop lets the P99 TPOT bind compute at ``tpot_tail_confirmed_ratio``; a
     # window without either side of that pair is open to it. Found when v10's uncapped compute
@@ -198,6 +201,10 @@ def healthy_tail_caps(judge: Judge, ph: Physics, snap: SliceSnapshot, material_d
             caps.append(f"{name} inflated beside a median at its reference: a full link the window does not show could bind it")
         elif ph.link.binding and getattr(snap, field) is None:
             caps.append(f"link at its cap without the {name}: the link could bind through it")
+    if drift and snap.gpu_share is None:
+        # v13 (v12's blind set, s9150-all-free-w06): the median's move was read as drift for want of a
+        # compute confirmation; with the share reported (0.52) the same median read compute.
+        caps.append("a median TPOT past its bar read as drift, without the GPU share: a reported drop would make it count")
     return caps
 
 
