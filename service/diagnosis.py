@@ -10,6 +10,8 @@ this class). Collectors may not import the service (import-linter), so whoever w
 - SLOs: the tiers file wins (``inferslice.snapshot.with_configured_slos``), as in the collectors;
 - the replica ceiling: the tiers file fills it where the window has none (an observed ceiling
   stands: a live autoscaler's maximum may differ from the file's);
+- in ``ingest`` (not ``diagnose``, which keeps no state), the GPU share of the slice's window before
+  (``prior_gpu_share``), where the window has none and the last one diagnosed precedes it;
 
 and one way a reference reaches ``classify``: the slice's stored reference (configured through
 ``PUT .../reference``, or learned here from healthy windows; ``bottleneck.reference`` is the one
@@ -69,6 +71,21 @@ def with_tier_defaults(snapshot: SliceSnapshot, tier: Tier | None) -> SliceSnaps
     if snap.replicas_max is not None:
         return snap
     return dataclasses.replace(snap, replicas_max=float(tier.replicas_max))
+
+
+PRIOR_GAP_WINDOWS = 1.5  # the window before must end within 1.5 window lengths of this one's end: a missed round is no predecessor
+
+
+def prior_gpu_share(snap: SliceSnapshot, last: SliceSnapshot | None) -> float | None:
+    """The GPU share the slice's window before reported, where the window does not carry one and
+    the last one diagnosed is its predecessor (ended before it, within ``PRIOR_GAP_WINDOWS`` of
+    its length): the classifier reads a co-tenant's tail from it (``classify``, v14)."""
+    if snap.prior_gpu_share is not None or last is None or last.gpu_share is None:
+        return None
+    end, before, length = snap.window_end_s, last.window_end_s, snap.window_s
+    if end is None or before is None or length is None or not 0 < end - before <= PRIOR_GAP_WINDOWS * length:
+        return None
+    return last.gpu_share
 
 
 class DiagnosisService:
@@ -137,6 +154,10 @@ class DiagnosisService:
         snap = self.prepare(snapshot)
         now = self.clock()
         ts = snap.window_end_s if snap.window_end_s is not None else now
+        before = self._latest.get(snap.slice)
+        prior = prior_gpu_share(snap, before[1] if before is not None else None)
+        if prior is not None:
+            snap = dataclasses.replace(snap, prior_gpu_share=prior)
         reference = self._reference(snap.slice)
         diagnosis = classify(snap, usable_reference(reference, self.learning), self.thresholds)
         learned: Reference | None = None
