@@ -11,7 +11,9 @@ the same tier and knob (the replica count, the cap, one replica's placement):
 
 Verdicts (the vocabulary's ``OUTCOME_*``):
 
-- effective: the cause no longer binds;
+- effective: the cause no longer binds: no verdict at the controller's own bar (``min_confidence``,
+  ``trust.named``) names it; the window after a move off a co-tenant may read its tail, compute
+  under that bar (the classifier's v14), which says the cause has left;
 - insufficient: the right remedy, too little: the cause still binds and the link fills the raised
   cap, or a further step of the same knob in the same direction was applied before any window
   could judge it (a raise followed by another raise on the same evidence); the later step
@@ -39,18 +41,11 @@ from inferslice.actions import (
 from inferslice.control.remedies.base import FORECAST, RECLAIM, ROLLBACK, C, Q, cold_start_s
 from inferslice.control.settings import TierPolicy
 from inferslice.control.state import Check, ControlEvent, ControlState, SliceState
-from inferslice.control.trust import CAP_MATCH
+from inferslice.control.trust import CAP_MATCH, named
 from inferslice.control.wan import slowed_pops
-from inferslice.diagnosis import BINDING_REGIMES, Diagnosis, Regime
+from inferslice.diagnosis import Diagnosis, Regime
 
-__all__ = ["judge", "regimes_of"]
-
-
-def regimes_of(d: Diagnosis | None) -> set[Regime]:
-    """The binding regimes a verdict names (primary and secondaries)."""
-    if d is None:
-        return set()
-    return {r for r in (d.regime, *d.secondary) if r in BINDING_REGIMES}
+__all__ = ["judge"]
 
 
 def _knob(c: Check) -> tuple[ActionKind, str | None]:
@@ -101,7 +96,7 @@ def judge(
     st: ControlState, d: Diagnosis | None, ss: SliceState, p: TierPolicy, now_s: float, events: list[ControlEvent]
 ) -> tuple[ControlState, list[Action]]:
     """Judge the applied checks that can be judged on this window; returns the state and any rollbacks."""
-    present = regimes_of(d)
+    present = named(d, p.settings)  # at the bar the controller acts on: a tail verdict (0.35) says the cause has left
     checks = list(st.checks)
     keep: list[Check] = []
     ineffective = list(st.ineffective)

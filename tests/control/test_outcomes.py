@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from inferslice.actions import ActionKind
+from inferslice.bottleneck.classify import TAIL
 from inferslice.control.policy import decide
 from inferslice.control.state import Check, ControlState, mark_applied
 from inferslice.diagnosis import Diagnosis, Regime
@@ -119,3 +120,19 @@ def test_a_step_undone_before_any_window_measured_it_is_superseded() -> None:
         ControlState(checks=(out, back)),
     )
     assert _outcomes(st) == {"p-1-set_replicas": "superseded"}
+
+
+def test_a_move_off_a_co_tenant_is_judged_effective_on_its_tail() -> None:
+    """The window after the move may read the co-tenant's tail: compute at the classifier's TAIL (0.35),
+    under the bar the controller acts on. It says the cause has left, so the move is effective; a
+    verdict at the bar that still names compute makes it ineffective."""
+    p = POLICIES["premium"]
+    check = Check("p-1-relocate", ActionKind.RELOCATE, "compute_limited", "dublin/gpu1", "london/gpu0", 116.0, 16.0, True, 100.0,
+                  replica="premium-0")  # fmt: skip
+    snap = SliceSnapshot("premium", window_end_s=124.0, window_s=8.0, request_rate=2.0, requests_waiting=0.0, gpu_share=1.0)
+    ss = state_of("premium", {"premium": 2}, snap)
+    C = Regime.COMPUTE_LIMITED
+    _, st = decide(Diagnosis("premium", C, (), TAIL, window_end_s=124.0), ss, p, 124.0, ControlState(checks=(check,)))
+    assert _outcomes(st) == {"p-1-relocate": "effective"}
+    _, st = decide(Diagnosis("premium", C, (), 0.7, window_end_s=124.0), ss, p, 124.0, ControlState(checks=(check,)))
+    assert _outcomes(st) == {"p-1-relocate": "ineffective"}
