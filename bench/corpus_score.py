@@ -61,11 +61,13 @@ def code_hash(root: Path, paths: Sequence[str] = VERDICT_CODE, exclude: Sequence
 
 
 def load(corpus: Sequence[Path]) -> list[LabelledWindow]:
-    rows: list[dict[str, Any]] = []
+    out: list[LabelledWindow] = []
     for c in corpus:
         for f in [c] if c.is_file() else corpus_files(c) or sorted(c.glob("windows.jsonl*")):
-            rows.extend(read_jsonl(f))
-    return labelled(rows)
+            # One file at a time, as ``committed`` reads them: a seed recorded in two corpora (a dev
+            # rerun beside its blind set) takes its clean twin and each window's predecessor from its own.
+            out.extend(labelled(read_jsonl(f)))
+    return out
 
 
 def _pairs(ws: Sequence[LabelledWindow], verdicts: Mapping[str, cm.Verdict]) -> list[tuple[cm.Truth, cm.Verdict]]:

@@ -18,6 +18,8 @@ network and compute (and an unexplained ``base``). The regimes follow from that 
   reference (first chunks wait in the link's buffer, the median's often do not), and the network
   binds through a TTFT statistic from 1.5x its reference (``ttft_link_inflation_ratio``, v11; the
   queue and compute keep their 3x);
+- the window after a co-tenant left (``prior_gpu_share``, v14): compute at ``TAIL`` (0.25), under
+  every bar that acts or pages, where the verdict would otherwise be healthy;
 - healthy: nothing binds. An SLO at risk shows in ``slo`` and ``slo_signal``, never in the regime.
   A tier with nothing served, running or waiting in the window is healthy (idle), not unknown
   (served: the TTFT histogram's count, or the SLO request rate before that series exists).
@@ -55,8 +57,9 @@ __all__ = ["CONFIDENT", "TAIL", "UNSURE", "classify"]  # CONFIDENT lives in the 
 UNSURE = 0.55  # the cap for a verdict a missing field could overturn
 # A verdict on a cause that has already left (``_contention_tail``): it says why the window was slow,
 # not what to do, so it sits under the controller's action bar (``ControlSettings.min_confidence``
-# 0.4) and above the episodes' neutral bar (0.3: the episode it ends stays open through its tail).
-TAIL = 0.35
+# 0.4) and the episodes' (``HysteresisPolicy.min_confidence`` 0.3): it neither moves a knob nor opens,
+# confirms or closes an episode (nobody is paged for a co-tenant that has gone).
+TAIL = 0.25
 TAIL_NOTE = "GPU share the window before reported (the co-tenant has left since)"
 UNSEPARATED = "TPOT inflated beyond what load explains; link and compute signals cannot separate network from compute"
 
@@ -353,10 +356,15 @@ def _contention_tail(snap: SliceSnapshot, th: Thresholds) -> bool:
     """The window before reported a GPU-share drop this one no longer shows (or does not report), and
     requests were served, running or finished here: those that decoded under the co-tenant finish in
     this window, and their TPOT tail (the client's, whose excess is the SLO's) carries its slower
-    steps, while the window's own statistics and gauges read clean (v14). On the seen seeds it moves
-    188 window views from healthy, 128 of them (68 %) compute by their counterfactual truth."""
+    steps, while the window's own gauges read clean and its P99 TPOT at or over its reference but
+    under any bar (v14)."""
     prior, now = snap.prior_gpu_share, snap.gpu_share
     if prior is None or prior >= th.gpu_share_reduced or (now is not None and now < th.gpu_share_reduced):
+        return False
+    # The excess it explains is the decode tail's: a window whose P99 TPOT sits under its measured
+    # reference (or lacks either) shows no slower step finishing here.
+    tail, ref = snap.tpot_p99_s, snap.ref_tpot_p99_s
+    if tail is None or ref is None or tail < ref:
         return False
     return any(x is not None and x > 0 for x in (confidence.served(snap), snap.requests_running, snap.tpot_request_count))
 

@@ -96,7 +96,7 @@ def judge(
     st: ControlState, d: Diagnosis | None, ss: SliceState, p: TierPolicy, now_s: float, events: list[ControlEvent]
 ) -> tuple[ControlState, list[Action]]:
     """Judge the applied checks that can be judged on this window; returns the state and any rollbacks."""
-    present = named(d, p.settings)  # at the bar the controller acts on: a tail verdict (0.35) says the cause has left
+    present = named(d, p.settings)  # at the bar the controller acts on: a tail verdict (0.25) says the cause has left
     checks = list(st.checks)
     keep: list[Check] = []
     ineffective = list(st.ineffective)

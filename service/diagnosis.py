@@ -11,7 +11,8 @@ this class). Collectors may not import the service (import-linter), so whoever w
 - the replica ceiling: the tiers file fills it where the window has none (an observed ceiling
   stands: a live autoscaler's maximum may differ from the file's);
 - in ``ingest`` (not ``diagnose``, which keeps no state), the GPU share of the slice's window before
-  (``prior_gpu_share``), where the window has none and the last one diagnosed precedes it;
+  (``prior_gpu_share``: the latest diagnosed window that ended by this one's start), where the
+  window carries none;
 
 and one way a reference reaches ``classify``: the slice's stored reference (configured through
 ``PUT .../reference``, or learned here from healthy windows; ``bottleneck.reference`` is the one
@@ -32,7 +33,8 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -73,19 +75,20 @@ def with_tier_defaults(snapshot: SliceSnapshot, tier: Tier | None) -> SliceSnaps
     return dataclasses.replace(snap, replicas_max=float(tier.replicas_max))
 
 
-PRIOR_GAP_WINDOWS = 1.5  # the window before must end within 1.5 window lengths of this one's end: a missed round is no predecessor
+SHARE_HISTORY = 16  # windows of each slice's GPU share kept: 8 s windows every 2 s need 4 to reach the one before
 
 
-def prior_gpu_share(snap: SliceSnapshot, last: SliceSnapshot | None) -> float | None:
-    """The GPU share the slice's window before reported, where the window does not carry one and
-    the last one diagnosed is its predecessor (ended before it, within ``PRIOR_GAP_WINDOWS`` of
-    its length): the classifier reads a co-tenant's tail from it (``classify``, v14)."""
-    if snap.prior_gpu_share is not None or last is None or last.gpu_share is None:
+def prior_gpu_share(snap: SliceSnapshot, history: Sequence[tuple[float, float]]) -> float | None:
+    """The GPU share reported by the slice's window before this one: of the windows diagnosed so far
+    (``history``: window end, share), the latest that ended by this one's start and no more than half
+    a window before it (windows overlap when the loop steps faster than their length; a missed
+    round leaves none). None where the window carries its own, or its end or length is unknown."""
+    end, length = snap.window_end_s, snap.window_s
+    if snap.prior_gpu_share is not None or end is None or not length:
         return None
-    end, before, length = snap.window_end_s, last.window_end_s, snap.window_s
-    if end is None or before is None or length is None or not 0 < end - before <= PRIOR_GAP_WINDOWS * length:
-        return None
-    return last.gpu_share
+    start = end - length
+    before = [(e, share) for e, share in history if start - 0.5 * length <= e <= start + 1e-6]
+    return max(before)[1] if before else None
 
 
 class DiagnosisService:
@@ -111,6 +114,7 @@ class DiagnosisService:
         # Each slice's latest verdict as objects, for a controller in this process (``latest_verdicts``):
         # the diagnosis and the window it judged, with the slice's reference filled in.
         self._latest: dict[str, tuple[Diagnosis, SliceSnapshot, Reference | None]] = {}
+        self._shares: dict[str, deque[tuple[float, float]]] = {}  # each slice's recent (window end, GPU share): ``prior_gpu_share``
 
     def known_slices(self) -> list[str]:
         configured = self.topology.tier_names if self.topology is not None else []
@@ -154,8 +158,10 @@ class DiagnosisService:
         snap = self.prepare(snapshot)
         now = self.clock()
         ts = snap.window_end_s if snap.window_end_s is not None else now
-        before = self._latest.get(snap.slice)
-        prior = prior_gpu_share(snap, before[1] if before is not None else None)
+        shares = self._shares.setdefault(snap.slice, deque(maxlen=SHARE_HISTORY))
+        prior = prior_gpu_share(snap, shares)
+        if snap.window_end_s is not None and snap.gpu_share is not None:
+            shares.append((snap.window_end_s, snap.gpu_share))
         if prior is not None:
             snap = dataclasses.replace(snap, prior_gpu_share=prior)
         reference = self._reference(snap.slice)

@@ -53,6 +53,7 @@ FIELD_STRATEGIES: dict[str, st.SearchStrategy[float | None]] = {
     "replicas_max": _opt(st.integers(1, 6).map(float)),
     "gpu_utilization": _opt(_pos(0.0, 1.0)),
     "gpu_share": _opt(_pos(0.1, 1.0)),
+    "prior_gpu_share": _opt(_pos(0.1, 1.0)),  # v14: the window before's share (a co-tenant's tail)
     "kv_cache_usage": _opt(_pos(0.0, 1.0)),
     "preemptions_per_s": _opt(_pos(0.0, 5.0)),
     "ref_ttft_p50_s": _opt(_pos(0.01, 0.5)),

@@ -14,7 +14,7 @@ from inferslice.actions import Action
 from inferslice.bench.corpus_score import load
 from inferslice.bottleneck import classify
 from inferslice.bottleneck.classify import TAIL
-from inferslice.bottleneck.episodes import DEFAULT_HYSTERESIS
+from inferslice.bottleneck.episodes import DEFAULT_HYSTERESIS, EpisodeState, step
 from inferslice.control.policy import ControlState, decide
 from inferslice.control.settings import ControlSettings
 from inferslice.diagnosis import CONFIDENT, Regime
@@ -44,8 +44,8 @@ def test_a_clean_window_after_a_share_drop_reads_the_tail_below_the_action_bar()
     d = classify(dataclasses.replace(CLEAN, prior_gpu_share=0.4))
     assert d.regime is Regime.COMPUTE_LIMITED
     assert d.confidence == TAIL
-    # Below what the controller acts on, above what the episodes ignore (the episode stays open).
-    assert DEFAULT_HYSTERESIS.min_confidence <= d.confidence < ControlSettings().min_confidence
+    # Below what the controller acts on and what the episodes count: nobody acts or is paged on it.
+    assert d.confidence < DEFAULT_HYSTERESIS.min_confidence and d.confidence < ControlSettings().min_confidence
     prior = [e for e in d.evidence if e.signal == "prior_gpu_share"]
     assert prior and prior[0].value == 0.4 and prior[0].crossed
     assert any(e.signal == "verdict" and "co-tenant" in (e.note or "") for e in d.evidence)
@@ -63,6 +63,9 @@ def test_the_tail_needs_a_drop_before_that_has_ended_and_requests_that_saw_it() 
         output_tokens_per_s=0.0, ttft_p50_s=None, ttft_p99_s=None, tpot_p50_s=None, tpot_p99_s=None,
     )  # fmt: skip
     assert classify(idle).regime is Regime.HEALTHY
+    # A decode tail under its measured reference (or without one) shows no slower step finishing here.
+    assert classify(dataclasses.replace(CLEAN, prior_gpu_share=0.4, tpot_p99_s=0.045)).regime is Regime.HEALTHY
+    assert classify(dataclasses.replace(CLEAN, prior_gpu_share=0.4, ref_tpot_p99_s=None)).regime is not Regime.COMPUTE_LIMITED
     # A share the window does not report cannot say the co-tenant is still there: still the tail.
     assert classify(dataclasses.replace(CLEAN, gpu_share=None, prior_gpu_share=0.4)).regime is Regime.COMPUTE_LIMITED
 
@@ -99,6 +102,19 @@ def test_prior_share_is_a_validated_ratio() -> None:
         snapshot_from_dict({"slice": "p", "prior_gpu_share": 1.5})
 
 
+def test_a_tail_neither_opens_nor_closes_an_episode() -> None:
+    """Two compute windows under the co-tenant, then its tail: three windows would open an episode if
+    the tail counted; it is neutral, so none opens (and an open one is not closed by it either)."""
+    under = dataclasses.replace(CLEAN, gpu_share=0.4, tpot_p50_s=0.12, tpot_p99_s=0.13)
+    st, events = EpisodeState(), []
+    for k, snap in enumerate([CLEAN, under, under, dataclasses.replace(CLEAN, prior_gpu_share=0.4), CLEAN]):
+        d = classify(dataclasses.replace(snap, window_end_s=1000.0 + 6.0 * k))
+        st, ev = step(st, d, 1000.0 + 6.0 * k, DEFAULT_HYSTERESIS)
+        events += ev
+    assert classify(under).regime is Regime.COMPUTE_LIMITED
+    assert events == []
+
+
 def test_the_service_fills_the_share_of_the_window_before() -> None:
     service = DiagnosisService(Store(":memory:"), TOPOLOGY, clock=lambda: 1000.0)
     first = dataclasses.replace(CLEAN, window_end_s=994.0, gpu_share=0.4)
@@ -111,6 +127,17 @@ def test_the_service_fills_the_share_of_the_window_before() -> None:
     service2 = DiagnosisService(Store(":memory:"), TOPOLOGY, clock=lambda: 1000.0)
     service2.ingest(dataclasses.replace(CLEAN, window_end_s=988.0, gpu_share=0.4))
     assert service2.ingest(CLEAN).diagnosis.regime is Regime.HEALTHY
+    # Windows that overlap (8 s every 2 s, the API loop's default): the one before ended at this one's start.
+    service3 = DiagnosisService(Store(":memory:"), TOPOLOGY, clock=lambda: 1000.0)
+    for end in (986.0, 988.0, 990.0, 992.0, 994.0, 996.0, 998.0):
+        service3.ingest(dataclasses.replace(CLEAN, window_end_s=end, window_s=8.0, gpu_share=0.4 if end <= 992.0 else 1.0))
+    got3 = service3.ingest(dataclasses.replace(CLEAN, window_end_s=1000.0, window_s=8.0))
+    assert service3.latest_verdicts()["premium"][1].prior_gpu_share == 0.4 and got3.diagnosis.regime is Regime.COMPUTE_LIMITED
+    later = service3.ingest(dataclasses.replace(CLEAN, window_end_s=1002.0, window_s=8.0))  # the one before (994) read 1.0
+    assert later.diagnosis.regime is Regime.HEALTHY
+    # A late window does not become the predecessor of one that began before it ended.
+    service3.ingest(dataclasses.replace(CLEAN, window_end_s=1001.0, window_s=8.0, gpu_share=0.4))
+    assert service3.ingest(dataclasses.replace(CLEAN, window_end_s=1004.0, window_s=8.0)).diagnosis.regime is Regime.HEALTHY
     # A window that carries its own prior share keeps it; ``diagnose`` keeps no state.
     kept = service.ingest(dataclasses.replace(CLEAN, window_end_s=1006.0, prior_gpu_share=1.0))
     assert kept.diagnosis.regime is Regime.HEALTHY

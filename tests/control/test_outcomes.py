@@ -123,7 +123,7 @@ def test_a_step_undone_before_any_window_measured_it_is_superseded() -> None:
 
 
 def test_a_move_off_a_co_tenant_is_judged_effective_on_its_tail() -> None:
-    """The window after the move may read the co-tenant's tail: compute at the classifier's TAIL (0.35),
+    """The window after the move may read the co-tenant's tail: compute at the classifier's TAIL (0.25),
     under the bar the controller acts on. It says the cause has left, so the move is effective; a
     verdict at the bar that still names compute makes it ineffective."""
     p = POLICIES["premium"]
