@@ -101,6 +101,19 @@ def _saturations(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[int, str, str]
     return out
 
 
+def _shares(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[int, str, str, int, str], float]:
+    """Per (seed, run, tier, window, source): the GPU share the window reported. A corpus window's
+    ``prior_gpu_share`` is its predecessor's (the windows of a run are contiguous), as the diagnosis
+    service fills it from the window it diagnosed before (``DiagnosisService``)."""
+    out: dict[tuple[int, str, str, int, str], float] = {}
+    for r in rows:
+        for src, snap in (r.get("snapshots") or {}).items():
+            share = (snap or {}).get("gpu_share")
+            if share is not None:
+                out[(int(r["seed"]), str(r.get("run", "")), str(r["tier"]), int(r.get("window", 0)), str(src))] = float(share)
+    return out
+
+
 def as_collected_now(snap: Mapping[str, Any]) -> dict[str, Any]:
     """A snapshot recorded before the collectors clamped the edge's cap (issue 17, 2026-12-06), as
     they read the same window now. The testbed's HTB exports the client-edge class's ceil on every
@@ -118,6 +131,7 @@ def labelled(rows: Iterable[Mapping[str, Any]], sources: Sequence[str] = SOURCES
     """Every (window, source) view of issue-17 corpus lines; a source that recorded nothing is left out."""
     rows = list(rows)
     refs = _saturations(rows)
+    shares = _shares(rows)
     out: list[LabelledWindow] = []
     for r in rows:
         seed, tier = int(r["seed"]), str(r["tier"])
@@ -128,6 +142,9 @@ def labelled(rows: Iterable[Mapping[str, Any]], sources: Sequence[str] = SOURCES
                 continue
             if fill:
                 snap = as_collected_now(snap)
+            prior = shares.get((seed, str(r.get("run", "")), tier, int(r.get("window", 0)) - 1, src))
+            if prior is not None and snap.get("prior_gpu_share") is None:
+                snap = {**snap, "prior_gpu_share": prior}
             learned = refs.get((seed, tier, src))
             ref = (
                 Reference(tokens_per_s_saturation=learned.tokens_per_s_saturation, source="learned", samples=learned.samples)

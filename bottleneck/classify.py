@@ -18,6 +18,8 @@ network and compute (and an unexplained ``base``). The regimes follow from that 
   reference (first chunks wait in the link's buffer, the median's often do not), and the network
   binds through a TTFT statistic from 1.5x its reference (``ttft_link_inflation_ratio``, v11; the
   queue and compute keep their 3x);
+- the window after a co-tenant left (``prior_gpu_share``, v14): compute at ``TAIL`` (0.25), under
+  every bar that acts or pages, where the verdict would otherwise be healthy;
 - healthy: nothing binds. An SLO at risk shows in ``slo`` and ``slo_signal``, never in the regime.
   A tier with nothing served, running or waiting in the window is healthy (idle), not unknown
   (served: the TTFT histogram's count, or the SLO request rate before that series exists).
@@ -51,8 +53,14 @@ from inferslice.bottleneck.thresholds import DEFAULT, Thresholds
 from inferslice.diagnosis import CONFIDENT, REGIME_OF, Attribution, Diagnosis, Evidence, NetworkCause, Regime
 from inferslice.snapshot import Reference, SliceSnapshot
 
-__all__ = ["CONFIDENT", "UNSURE", "classify"]  # CONFIDENT lives in the vocabulary; re-exported for callers of old
+__all__ = ["CONFIDENT", "TAIL", "UNSURE", "classify"]  # CONFIDENT lives in the vocabulary; re-exported for callers of old
 UNSURE = 0.55  # the cap for a verdict a missing field could overturn
+# A verdict on a cause that has already left (``_contention_tail``): it says why the window was slow,
+# not what to do, so it sits under the controller's action bar (``ControlSettings.min_confidence``
+# 0.4) and the episodes' (``HysteresisPolicy.min_confidence`` 0.3): it neither moves a knob nor opens,
+# confirms or closes an episode (nobody is paged for a co-tenant that has gone).
+TAIL = 0.25
+TAIL_NOTE = "GPU share the window before reported (the co-tenant has left since)"
 UNSEPARATED = "TPOT inflated beyond what load explains; link and compute signals cannot separate network from compute"
 
 
@@ -201,6 +209,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     margin = 0.0
     rests_on: list[str] = []  # the statistics the verdict rests on (their request counts must bound them)
     slack = False  # healthy, every resource slack by its gauges (``unsure.resources_slack``)
+    tail = False  # compute read from the window before's GPU share (``_contention_tail``), held at TAIL
     tops = judge._top(False)
     binding = [r for r in ORDER if tops[INDEX[r]] >= 1.0 - EPS]
     # A measured delay binds the network whatever the quantiles resolve (``delay_material_slo_fraction``),
@@ -261,6 +270,12 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             regime = Regime.QUEUE_LIMITED
             caps.append("queue read from the gauges alone (no latency shows it yet)")
             note = "requests wait at the replica ceiling: TTFT rises as they are served (queue leads the latency)"
+        elif _contention_tail(snap, th):
+            regime, tail = Regime.COMPUTE_LIMITED, True
+            note = (
+                f"the window before reported a GPU share of {snap.prior_gpu_share:.2g}: requests that decoded under the "
+                "co-tenant finish here (their TPOT tail carries its slower steps); it has left, nothing to remedy"
+            )
         else:
             regime = Regime.HEALTHY
             closest = judge.closest()
@@ -299,7 +314,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             evidence.append(Evidence("verdict", None, note="every resource slack by its gauges: none can bind"))
         else:
             caps.extend(confidence.sampling_caps(rests_on, snap))
-        if not slack and margin < th.confident_margin_min and not any(c.startswith("no resource's share") for c in caps):
+        if not slack and not tail and margin < th.confident_margin_min and not any(c.startswith("no resource's share") for c in caps):
             caps.append(f"the verdict sits within 2x of the threshold that decides it (margin {margin:.2f} < {th.confident_margin_min:g})")
     if drift and regime is not Regime.COMPUTE_LIMITED:
         evidence.append(Evidence("verdict", None, note=DRIFT_NOTE))
@@ -314,6 +329,10 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         if caps:
             conf = min(conf, UNSURE)
             evidence.append(Evidence("confidence_cap", UNSURE, note="; ".join(dict.fromkeys(caps))))
+        if tail:
+            conf = min(conf, TAIL)
+            evidence.append(Evidence("prior_gpu_share", snap.prior_gpu_share, threshold=th.gpu_share_reduced, crossed=True, note=TAIL_NOTE))
+            evidence.append(Evidence("confidence_cap", TAIL, note="the cause has left: below the controller's action bar"))
     network_cause = _network_cause(ph) if regime is Regime.NETWORK_LIMITED or Regime.NETWORK_LIMITED in secondary else None
 
     return Diagnosis(
@@ -331,6 +350,23 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         network_cause=network_cause,
         request_count=snapshot.request_count,
     )
+
+
+def _contention_tail(snap: SliceSnapshot, th: Thresholds) -> bool:
+    """The window before reported a GPU-share drop this one no longer shows (or does not report), and
+    requests were served, running or finished here: those that decoded under the co-tenant finish in
+    this window, and their TPOT tail (the client's, whose excess is the SLO's) carries its slower
+    steps, while the window's own gauges read clean and its P99 TPOT at or over its reference but
+    under any bar (v14)."""
+    prior, now = snap.prior_gpu_share, snap.gpu_share
+    if prior is None or prior >= th.gpu_share_reduced or (now is not None and now < th.gpu_share_reduced):
+        return False
+    # The excess it explains is the decode tail's: a window whose P99 TPOT sits under its measured
+    # reference (or lacks either) shows no slower step finishing here.
+    tail, ref = snap.tpot_p99_s, snap.ref_tpot_p99_s
+    if tail is None or ref is None or tail < ref:
+        return False
+    return any(x is not None and x > 0 for x in (confidence.served(snap), snap.requests_running, snap.tpot_request_count))
 
 
 DRIFT_NOTE = "median TPOT past its bar with its tail at the reference and no compute gauge confirming: the median's drift, not contention"

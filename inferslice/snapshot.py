@@ -78,6 +78,10 @@ class SliceSnapshot:
     replicas_max: float | None = None
     gpu_utilization: float | None = None
     gpu_share: float | None = None
+    # The GPU share the slice's window before this one reported (``DiagnosisService`` fills it from
+    # the window it diagnosed last; a posted body may carry it): requests that ran under a co-tenant
+    # finish in the window after it leaves, their decode tail still showing its slower steps.
+    prior_gpu_share: float | None = None
     kv_cache_usage: float | None = None
     preemptions_per_s: float | None = None
     ref_ttft_p50_s: float | None = None
@@ -177,7 +181,7 @@ def with_configured_slos(snapshot: SliceSnapshot, slo_ttft_p99_s: float | None, 
 SNAPSHOT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(SliceSnapshot))
 NUMERIC_FIELDS: frozenset[str] = frozenset(SNAPSHOT_FIELDS) - {"slice", "id"}
 # Ratios must lie in 0-1; everything else numeric must be finite and >= 0.
-RATIO_FIELDS: frozenset[str] = frozenset({"gpu_utilization", "gpu_share", "kv_cache_usage"})
+RATIO_FIELDS: frozenset[str] = frozenset({"gpu_utilization", "gpu_share", "prior_gpu_share", "kv_cache_usage"})
 
 
 def snapshot_from_dict(data: Mapping[str, Any]) -> SliceSnapshot:
