@@ -36,7 +36,8 @@ cannot explain TPOT), the link unknown or judged against the physical rate only 
 the TPOT share), a fallback reference, a queue verdict with no queue seen (or, at a full link,
 without the gauge and both TPOT statistics), a healthy TTFT past a full link's bar with the link's
 state incomplete, too few requests for the quantile the verdict rests on (one binding through
-several statistics rests on those its counts bound, v11). Removing a field therefore never turns a
+several statistics rests on those its counts bound, v11), a full WAN link judged without both TTFT
+statistics or a material WAN delay with none (v15). Removing a field therefore never turns a
 confident verdict into a different confident one (property-tested, and tested over every committed
 corpus window).
 """
@@ -308,6 +309,16 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             caps.append("no reference: judged against absolute fallbacks")
         if regime is not Regime.NETWORK_LIMITED and (snap.wan_rtt_s is None) != (snap.wan_base_rtt_s is None):
             caps.append("the WAN path's RTT or its base is missing: an added delay could bind the network")
+        if regime is Regime.NETWORK_LIMITED and ph.link.binding and ph.link.against == "wan" and _ttft_judged(attribution) < 2:
+            # Both TTFT statistics at their references say a full WAN link delays no first token
+            # (``_wan_tail_quiet``): without either, the window cannot rule that out (v15, found by
+            # v14's blind score: s9156-all-standard-w03, compute 0.70 whole, network 0.80 without its P99 TTFT).
+            caps.append("a full WAN link judged without both TTFT statistics, which could show it delays no first token")
+        if regime is not Regime.NETWORK_LIMITED and material_delay and not has_ttft:
+            # The delay binds where a first token shows it (``delay_shown``): with no TTFT statistic
+            # the window cannot say it does not (v15, a review's counterexample: network 0.68 through
+            # the TTFT mean, a confident compute without it).
+            caps.append("a material WAN delay is measured and no TTFT statistic could show it: the network could bind")
         if slack:
             # Every resource reads slack by its gauges: the verdict rests on them, not on quantiles
             # from a handful of requests nor on how close one sits to its materiality.
@@ -384,6 +395,11 @@ def _median_drift(snap: SliceSnapshot, ph: Physics, th: Thresholds) -> bool:
     if tail is None or ref is None or ph.refs.tpot_tail_kind != "ref":
         return False
     return tail < th.tpot_tail_confirmed_ratio * ref
+
+
+def _ttft_judged(attribution: Attribution) -> int:
+    """How many TTFT statistics the window reports beside their references (``_wan_tail_quiet`` needs both)."""
+    return sum(1 for s in attribution.shares if s.stat[1] == "t" and s.reference_s is not None)
 
 
 def _wan_tail_quiet(attribution: Attribution, ph: Physics, th: Thresholds) -> bool:
