@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from inferslice.bottleneck.episodes import DEFAULT_HYSTERESIS
+
 
 @dataclass(frozen=True)
 class TierLoad:
@@ -115,16 +117,27 @@ class PhaseVerdict:
 
 
 def judge(
-    phase: Phase, diagnoses: Mapping[str, Sequence[Mapping[str, Any]]], start_s: float, end_s: float, settle_fraction: float = 0.4
+    phase: Phase,
+    diagnoses: Mapping[str, Sequence[Mapping[str, Any]]],
+    start_s: float,
+    end_s: float,
+    settle_fraction: float = 0.4,
+    neutral_below: float = DEFAULT_HYSTERESIS.min_confidence,
 ) -> list[PhaseVerdict]:
-    """Compare each tier's diagnoses in the settled part of a phase (after ``settle_fraction``) with the script."""
+    """Compare each tier's diagnoses in the settled part of a phase (after ``settle_fraction``) with the script.
+
+    A verdict naming a regime under the episodes' neutral bar (``HysteresisPolicy.min_confidence``:
+    the tail of a cause that has left, the classifier's v14) is neutral here as it is for the
+    episodes: it counts for no regime. ``unknown`` still counts (a phase the classifier cannot read fails)."""
     settled_from = start_s + settle_fraction * (end_s - start_s)
     out = []
     for tier, expected in phase.expect.items():
         regimes = [
             str(d["regime"])
             for d in diagnoses.get(tier, [])
-            if d.get("window_end_s") is not None and settled_from <= float(d["window_end_s"]) <= end_s
+            if d.get("window_end_s") is not None
+            and settled_from <= float(d["window_end_s"]) <= end_s
+            and (d["regime"] == "unknown" or float(d.get("confidence") or 0.0) >= neutral_below)
         ]
         counts = Counter(regimes)
         observed = counts.most_common(1)[0][0] if counts else None
