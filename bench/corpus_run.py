@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from inferslice.bench import corpus, corpus_eval, corpus_peers
+from inferslice.bench import corpus, corpus_eval
 from inferslice.bench.classifier import bench_classifier
 from inferslice.bottleneck import DEFAULT
 from inferslice.topology import load_topology
@@ -24,10 +24,6 @@ from inferslice.topology import load_topology
 RESULT_FILE = "corpus-eval.json"
 REPORT_FILE = "corpus-eval.md"
 RCA_FILE = "rca-ranks.json"
-
-
-def default_rca_python(repo: Path) -> str | None:
-    return corpus_peers.peer_python(repo, "rcaeval")
 
 
 def run(out: Path, results_dir: Path, rca_python: str | None, rerun_rca: bool = False, cost_n: int = 4000) -> dict[str, Any]:

@@ -121,10 +121,10 @@ def _run_diagnosis(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     out = Path(args.diagnosis_out)
     thresholds = _thresholds(args.set)
     if args.corpus:
-        from inferslice.bench import corpus_eval, corpus_run
+        from inferslice.bench import corpus_eval, corpus_peers, corpus_run
 
         repo = Path(__file__).resolve().parent.parent
-        python = args.rcaeval_python or corpus_run.default_rca_python(repo)
+        python = args.rcaeval_python or corpus_peers.peer_python(repo, "rcaeval")
         result = corpus_run.run(out, out.parent, python, rerun_rca=args.rerun_rca)
         return result, corpus_eval.markdown(result)
     if args.rescore:
