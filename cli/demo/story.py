@@ -132,19 +132,15 @@ def judge(
     settled_from = start_s + settle_fraction * (end_s - start_s)
     out = []
     for tier, expected in phase.expect.items():
+        settled = [
+            d for d in diagnoses.get(tier, []) if d.get("window_end_s") is not None and settled_from <= float(d["window_end_s"]) <= end_s
+        ]
         regimes = [
-            str(d["regime"])
-            for d in diagnoses.get(tier, [])
-            if d.get("window_end_s") is not None
-            and settled_from <= float(d["window_end_s"]) <= end_s
-            and (d["regime"] == "unknown" or float(d.get("confidence") or 0.0) >= neutral_below)
+            str(d["regime"]) for d in settled if d["regime"] == "unknown" or float(d.get("confidence") or 0.0) >= neutral_below
         ]
         counts = Counter(regimes)
         observed = counts.most_common(1)[0][0] if counts else None
         share = counts[expected] / len(regimes) if regimes else 0.0
-        settled = [
-            d for d in diagnoses.get(tier, []) if d.get("window_end_s") is not None and settled_from <= float(d["window_end_s"]) <= end_s
-        ]
         out.append(PhaseVerdict(phase.name, tier, expected, observed, share, len(regimes), attribution_mean(settled)))
     return out
 
