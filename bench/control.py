@@ -24,7 +24,7 @@ from __future__ import annotations
 import importlib.util
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,7 @@ from inferslice.bottleneck import classify
 from inferslice.control.guardrails import edge_held_bps, reservations
 from inferslice.control.settings import EDGE_RATE_BPS, tier_policies
 from inferslice.diagnosis import Diagnosis, Regime
-from inferslice.service.diagnosis import SHARE_HISTORY, prior_gpu_share
+from inferslice.service.diagnosis import ShareHistory
 from inferslice.snapshot import Reference, SliceSnapshot
 from inferslice.topology import Topology
 
@@ -105,7 +105,9 @@ def run_one(
     replica_seconds = {t.name: 0.0 for t in top.tiers}
     violations = 0
     res = reservations(tier_policies(top))
-    shares: dict[str, list[tuple[float, float]]] = {}  # each tier's (window end, GPU share), as the diagnosis service keeps them
+    # Each window gets the share of the one before, as the diagnosis service fills it for a co-located
+    # controller: the classifier reads a co-tenant's tail from it (v14), under the bar the controller acts on.
+    shares = ShareHistory()
     step = 0
     while sim.t < settings.duration_s - 1e-9:
         step_model(sim, caps, settings.dt_s)
@@ -118,7 +120,7 @@ def run_one(
         if step % steps_per_window == 0:
             windows = {t.name: sim.window(t.name, settings.window_s) for t in top.tiers}
             windows = {t: (w.with_reference(refs[t]) if t in refs else w) for t, w in windows.items()}
-            windows = {t: _with_prior(w, shares.setdefault(t, [])) for t, w in windows.items()}
+            windows = {t: shares.fill(w) for t, w in windows.items()}
             diagnoses = {t: classify(s, refs.get(t)) for t, s in windows.items()}
             for t, s in windows.items():
                 series[t].append((sim.t, s.ttft_p99_s, sim.tiers[t].target, diagnoses[t].regime.value))
@@ -132,17 +134,6 @@ def run_one(
         verdicts = counterfactual_futility(top, scenario, seed, settings, start, log.entries, reference=sim)
         cell.update(counterfactual_cell(verdicts, seed))
     return cell
-
-
-def _with_prior(window: SliceSnapshot, history: list[tuple[float, float]]) -> SliceSnapshot:
-    """The window with the share of the one before, filled as the diagnosis service fills it for a
-    co-located controller (``service.diagnosis.prior_gpu_share``): the classifier reads a co-tenant's
-    tail from it (v14), under the bar the controller acts on."""
-    prior = prior_gpu_share(window, history)
-    if window.window_end_s is not None and window.gpu_share is not None:
-        history.append((window.window_end_s, window.gpu_share))
-        del history[:-SHARE_HISTORY]
-    return replace(window, prior_gpu_share=prior) if prior is not None else window
 
 
 def _model_serving(sim: ServingSim) -> Serving:

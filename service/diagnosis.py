@@ -91,6 +91,23 @@ def prior_gpu_share(snap: SliceSnapshot, history: Sequence[tuple[float, float]])
     return max(before)[1] if before else None
 
 
+class ShareHistory:
+    """Each slice's recent (window end, GPU share), and a window's ``prior_gpu_share`` read from them:
+    the diagnosis service keeps one, and so does a benchmark that classifies as the service would."""
+
+    def __init__(self, keep: int = SHARE_HISTORY) -> None:
+        self._keep = keep
+        self._by_slice: dict[str, deque[tuple[float, float]]] = {}
+
+    def fill(self, snap: SliceSnapshot) -> SliceSnapshot:
+        """The window with the share of the one before (where it carries none), recorded for the next."""
+        history = self._by_slice.setdefault(snap.slice, deque(maxlen=self._keep))
+        prior = prior_gpu_share(snap, history)
+        if snap.window_end_s is not None and snap.gpu_share is not None:
+            history.append((snap.window_end_s, snap.gpu_share))
+        return dataclasses.replace(snap, prior_gpu_share=prior) if prior is not None else snap
+
+
 class DiagnosisService:
     def __init__(
         self,
@@ -114,7 +131,7 @@ class DiagnosisService:
         # Each slice's latest verdict as objects, for a controller in this process (``latest_verdicts``):
         # the diagnosis and the window it judged, with the slice's reference filled in.
         self._latest: dict[str, tuple[Diagnosis, SliceSnapshot, Reference | None]] = {}
-        self._shares: dict[str, deque[tuple[float, float]]] = {}  # each slice's recent (window end, GPU share): ``prior_gpu_share``
+        self._shares = ShareHistory()  # each slice's recent GPU shares: ``prior_gpu_share``
 
     def known_slices(self) -> list[str]:
         configured = self.topology.tier_names if self.topology is not None else []
@@ -158,12 +175,7 @@ class DiagnosisService:
         snap = self.prepare(snapshot)
         now = self.clock()
         ts = snap.window_end_s if snap.window_end_s is not None else now
-        shares = self._shares.setdefault(snap.slice, deque(maxlen=SHARE_HISTORY))
-        prior = prior_gpu_share(snap, shares)
-        if snap.window_end_s is not None and snap.gpu_share is not None:
-            shares.append((snap.window_end_s, snap.gpu_share))
-        if prior is not None:
-            snap = dataclasses.replace(snap, prior_gpu_share=prior)
+        snap = self._shares.fill(snap)
         reference = self._reference(snap.slice)
         diagnosis = classify(snap, usable_reference(reference, self.learning), self.thresholds)
         learned: Reference | None = None
