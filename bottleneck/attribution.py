@@ -26,7 +26,8 @@ Each share comes from a physical relation the snapshot already carries, not from
   is left unexplained (``base``) rather than called a queue.
 
 ``queue + network + compute + base == observed`` for every statistic, and the three resource shares
-never exceed the excess over the reference.
+never exceed the excess over the reference. ``settle`` (v16) is the reading of the verdict: at a
+binding verdict the excess left unplaced, and any waiting no queue verdict names, are the primary's.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import math
 from dataclasses import dataclass
 
 from inferslice.bottleneck.thresholds import Thresholds
-from inferslice.diagnosis import Attribution, LatencyShare
+from inferslice.diagnosis import RESOURCES, Attribution, LatencyShare
 from inferslice.snapshot import SliceSnapshot, edge_cap
 
 
@@ -367,3 +368,46 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
         coalesced,
     )
     return Attribution(tuple(shares)), physics
+
+
+
+def settle(attribution: Attribution, primary: str, queue_named: bool, material: frozenset[str]) -> Attribution:
+    """The attribution as the verdict reads it (v16): ``primary`` binds, and the physics above left
+    part of some excess placed nowhere. Two readings the verdict settles, and only those:
+
+    - the excess no relation placed (``base_s`` above the reference) is the primary's: the verdict
+      says it binds, and nothing else was found to. With a queue verdict that is decode slowed by the
+      load (more streams per step), which the same demand causes.
+    - at a network or compute verdict that names no queue (the judge found none material alone), the
+      waiting is the backlog the binding resource leaves behind: removing that resource removes it.
+
+    Each statistic keeps ``queue + network + compute + base == observed``; ``excess_share`` moves
+    the same way over the ``material`` statistics (those the judge weighed), so a resource's
+    fraction is still its largest over them. Verdicts, secondaries and confidence were decided before
+    and are untouched."""
+    absorb = not queue_named and primary != "queue"
+    shares: list[LatencyShare] = []
+    top = 0.0
+    for s in attribution.shares:
+        excess = s.excess_s
+        if excess <= 0:
+            shares.append(s)
+            continue
+        parts = {"queue": s.queue_s, "network": s.network_s, "compute": s.compute_s}
+        if absorb and parts["queue"] > 0:
+            parts[primary] += parts["queue"]
+            parts["queue"] = 0.0
+        rest = excess - (parts["queue"] + parts["network"] + parts["compute"])
+        if rest > 0:
+            parts[primary] += rest
+        base = s.observed_s - parts["queue"] - parts["network"] - parts["compute"]
+        shares.append(LatencyShare(s.stat, s.observed_s, s.reference_s, parts["queue"], parts["network"], parts["compute"], base))
+        if s.stat in material:
+            top = max(top, parts[primary] / excess)
+    fractions = dict(attribution.excess_share)
+    if absorb and primary in fractions:
+        fractions[primary] = fractions[primary] + fractions.get("queue", 0.0)
+        fractions["queue"] = 0.0
+    if primary in fractions:
+        fractions[primary] = round(min(1.0, max(fractions[primary], top)), 4)
+    return Attribution(tuple(shares), tuple((r, fractions[r]) for r in RESOURCES if r in fractions))

@@ -47,11 +47,11 @@ from __future__ import annotations
 import math
 
 from inferslice.bottleneck import confidence, signals, unsure
-from inferslice.bottleneck.attribution import Physics, attribute, ge
+from inferslice.bottleneck.attribution import Physics, attribute, ge, settle
 from inferslice.bottleneck.judge import EPS, INDEX, ORDER, RATIO_MAX, Judge, binding_margin
 from inferslice.bottleneck.signals import Reading
 from inferslice.bottleneck.thresholds import DEFAULT, Thresholds
-from inferslice.diagnosis import CONFIDENT, REGIME_OF, Attribution, Diagnosis, Evidence, NetworkCause, Regime
+from inferslice.diagnosis import CONFIDENT, REGIME_OF, RESOURCE_OF, Attribution, Diagnosis, Evidence, NetworkCause, Regime
 from inferslice.snapshot import Reference, SliceSnapshot
 
 __all__ = ["CONFIDENT", "TAIL", "UNSURE", "classify"]  # CONFIDENT lives in the vocabulary; re-exported for callers of old
@@ -345,6 +345,10 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             evidence.append(Evidence("prior_gpu_share", snap.prior_gpu_share, threshold=th.gpu_share_reduced, crossed=True, note=TAIL_NOTE))
             evidence.append(Evidence("confidence_cap", TAIL, note="the cause has left: below the controller's action bar"))
     network_cause = _network_cause(ph) if regime is Regime.NETWORK_LIMITED or Regime.NETWORK_LIMITED in secondary else None
+    resource = RESOURCE_OF.get(regime)
+    if resource is not None and attribution.shares:
+        queue_named = regime is Regime.QUEUE_LIMITED or Regime.QUEUE_LIMITED in secondary
+        attribution = settle(attribution, resource, queue_named, _weighed(judge))
 
     return Diagnosis(
         slice=snapshot.slice,
@@ -361,6 +365,12 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         network_cause=network_cause,
         request_count=snapshot.request_count,
     )
+
+
+def _weighed(judge: Judge) -> frozenset[str]:
+    """The statistics the judge weighs a resource's fraction over (``Judge.fractions``): a material
+    excess it judged, or one material to the network's bar that it judged or a full link lets count."""
+    return frozenset(r[0] for r in judge.rows if r[2] > 0 and ((r[4] and r[6]) or (r[9] and (r[6] or r[11]))))
 
 
 def _contention_tail(snap: SliceSnapshot, th: Thresholds) -> bool:

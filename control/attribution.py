@@ -10,14 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inferslice.diagnosis import BINDING_REGIMES, Diagnosis, Regime
+from inferslice.diagnosis import BINDING_REGIMES, RESOURCE_OF, Diagnosis, Regime
 from inferslice.snapshot import SliceSnapshot
-
-RESOURCE_OF: dict[Regime, str] = {
-    Regime.QUEUE_LIMITED: "queue",
-    Regime.NETWORK_LIMITED: "network",
-    Regime.COMPUTE_LIMITED: "compute",
-}
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,7 @@ REGIME_OF: dict[str, Regime] = {
     "network": Regime.NETWORK_LIMITED,
     "compute": Regime.COMPUTE_LIMITED,
 }
+RESOURCE_OF: dict[Regime, str] = {r: k for k, r in REGIME_OF.items()}  # a binding regime's resource
 
 
 @dataclass(slots=True)  # not frozen for the same reason as Evidence; treat as immutable
