@@ -370,7 +370,6 @@ def attribute(snap: SliceSnapshot, th: Thresholds, saturation_tokens_per_s: floa
     return Attribution(tuple(shares)), physics
 
 
-
 def settle(attribution: Attribution, primary: str, queue_named: bool, material: frozenset[str]) -> Attribution:
     """The attribution as the verdict reads it (v16): ``primary`` binds, and the physics above left
     part of some excess placed nowhere. Two readings the verdict settles, and only those:
@@ -386,28 +385,46 @@ def settle(attribution: Attribution, primary: str, queue_named: bool, material: 
     fraction is still its largest over them. Verdicts, secondaries and confidence were decided before
     and are untouched."""
     absorb = not queue_named and primary != "queue"
-    shares: list[LatencyShare] = []
+    old = attribution.shares
+    shares: list[LatencyShare] | None = None  # copied on the first statistic that moves
     top = 0.0
-    for s in attribution.shares:
-        excess = s.excess_s
-        if excess <= 0:
-            shares.append(s)
+    for i, s in enumerate(old):
+        ref, obs = s.reference_s, s.observed_s
+        if ref is None or not obs > ref:  # no excess (``excess_s`` is 0): nothing to settle
             continue
-        parts = {"queue": s.queue_s, "network": s.network_s, "compute": s.compute_s}
-        if absorb and parts["queue"] > 0:
-            parts[primary] += parts["queue"]
-            parts["queue"] = 0.0
-        rest = excess - (parts["queue"] + parts["network"] + parts["compute"])
+        excess = obs - ref
+        # The arithmetic (and its order) is v16's as frozen: the settled seconds are bit-identical.
+        q, n, c = s.queue_s, s.network_s, s.compute_s
+        if absorb and q > 0:
+            if primary == "network":
+                n += q
+            else:
+                c += q
+            q = 0.0
+        rest = excess - (q + n + c)
         if rest > 0:
-            parts[primary] += rest
-        base = s.observed_s - parts["queue"] - parts["network"] - parts["compute"]
-        shares.append(LatencyShare(s.stat, s.observed_s, s.reference_s, parts["queue"], parts["network"], parts["compute"], base))
+            if primary == "queue":
+                q += rest
+            elif primary == "network":
+                n += rest
+            else:
+                c += rest
+        if q != s.queue_s or n != s.network_s or c != s.compute_s:
+            if shares is None:
+                shares = list(old)
+            shares[i] = LatencyShare(s.stat, obs, ref, q, n, c, obs - q - n - c)
         if s.stat in material:
-            top = max(top, parts[primary] / excess)
+            own = (q if primary == "queue" else n if primary == "network" else c) / excess
+            if own > top:
+                top = own
     fractions = dict(attribution.excess_share)
-    if absorb and primary in fractions:
+    if primary not in fractions:
+        return attribution if shares is None else Attribution(tuple(shares), attribution.excess_share)
+    if absorb:
         fractions[primary] = fractions[primary] + fractions.get("queue", 0.0)
         fractions["queue"] = 0.0
-    if primary in fractions:
-        fractions[primary] = round(min(1.0, max(fractions[primary], top)), 4)
-    return Attribution(tuple(shares), tuple((r, fractions[r]) for r in RESOURCES if r in fractions))
+    fractions[primary] = round(min(1.0, max(fractions[primary], top)), 4)
+    excess_share = tuple((r, fractions[r]) for r in RESOURCES if r in fractions)
+    if shares is None and excess_share == attribution.excess_share:
+        return attribution
+    return Attribution(tuple(shares) if shares is not None else old, excess_share)
