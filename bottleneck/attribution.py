@@ -385,6 +385,7 @@ def settle(attribution: Attribution, primary: str, queue_named: bool, material: 
     fraction is still its largest over them. Verdicts, secondaries and confidence were decided before
     and are untouched."""
     absorb = not queue_named and primary != "queue"
+    k = RESOURCES.index(primary)
     old = attribution.shares
     shares: list[LatencyShare] | None = None  # copied on the first statistic that moves
     top = 0.0
@@ -394,27 +395,20 @@ def settle(attribution: Attribution, primary: str, queue_named: bool, material: 
             continue
         excess = obs - ref
         # The arithmetic (and its order) is v16's as frozen: the settled seconds are bit-identical.
-        q, n, c = s.queue_s, s.network_s, s.compute_s
-        if absorb and q > 0:
-            if primary == "network":
-                n += q
-            else:
-                c += q
-            q = 0.0
-        rest = excess - (q + n + c)
+        parts = [s.queue_s, s.network_s, s.compute_s]  # RESOURCES' order
+        if absorb and parts[0] > 0:
+            parts[k] += parts[0]
+            parts[0] = 0.0
+        rest = excess - (parts[0] + parts[1] + parts[2])
         if rest > 0:
-            if primary == "queue":
-                q += rest
-            elif primary == "network":
-                n += rest
-            else:
-                c += rest
+            parts[k] += rest
+        q, n, c = parts
         if q != s.queue_s or n != s.network_s or c != s.compute_s:
             if shares is None:
                 shares = list(old)
             shares[i] = LatencyShare(s.stat, obs, ref, q, n, c, obs - q - n - c)
         if s.stat in material:
-            own = (q if primary == "queue" else n if primary == "network" else c) / excess
+            own = parts[k] / excess
             if own > top:
                 top = own
     fractions = dict(attribution.excess_share)

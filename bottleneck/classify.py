@@ -348,7 +348,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     resource = RESOURCE_OF.get(regime)
     if resource is not None and attribution.shares:
         queue_named = regime is Regime.QUEUE_LIMITED or Regime.QUEUE_LIMITED in secondary
-        attribution = settle(attribution, resource, queue_named, _weighed(judge))
+        attribution = settle(attribution, resource, queue_named, judge.weighed())
 
     return Diagnosis(
         slice=snapshot.slice,
@@ -365,12 +365,6 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         network_cause=network_cause,
         request_count=snapshot.request_count,
     )
-
-
-def _weighed(judge: Judge) -> frozenset[str]:
-    """The statistics the judge weighs a resource's fraction over (``Judge.fractions``): a material
-    excess it judged, or one material to the network's bar that it judged or a full link lets count."""
-    return frozenset(r[0] for r in judge.rows if r[2] > 0 and ((r[4] and r[6]) or (r[9] and (r[6] or r[11]))))
 
 
 def _contention_tail(snap: SliceSnapshot, th: Thresholds) -> bool:

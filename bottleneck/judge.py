@@ -167,6 +167,11 @@ class Judge:
                 best = max(best, ex / thr_net if thr_net > 0 else RATIO_MAX)
         return best
 
+    def weighed(self) -> frozenset[str]:
+        """The statistics a resource's fraction is weighed over (``fractions``): a material excess it
+        judged, or one material to the network's bar that it judged or a full link lets count."""
+        return frozenset(r[0] for r in self.rows if r[2] > 0 and ((r[4] and r[6]) or (r[9] and (r[6] or r[11]))))
+
     def fractions(self) -> dict[str, float]:
         q = n = c = 0.0
         for _stat, _tp, ex, _thr, mat, _br, judged, secs, _thr_net, mat_net, _thr_link, at_link in self.rows:
