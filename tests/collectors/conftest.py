@@ -33,9 +33,13 @@ def _labels(labels: tuple[tuple[str, str], ...]) -> str:
     return "{" + ",".join(f'{k}="{v}"' for k, v in labels) + "}" if labels else ""
 
 
-def render_text(samples: Samples) -> str:
-    """Prometheus text format, one line per sample, no TYPE lines (everything 'untyped')."""
-    return "".join(f"{name}{_labels(labels)} {_fmt(v)}\n" for (name, labels), v in sorted(samples.items()))
+def render_text(samples: Samples, stamp_s: float | None = None) -> str:
+    """Prometheus text format, one line per sample, no TYPE lines (everything 'untyped').
+
+    ``stamp_s`` gives every sample that explicit timestamp (the format's milliseconds), which a
+    scraping Prometheus keeps (``honor_timestamps`` is on by default)."""
+    stamp = "" if stamp_s is None else f" {round(stamp_s * 1000)}"
+    return "".join(f"{name}{_labels(labels)} {_fmt(v)}{stamp}\n" for (name, labels), v in sorted(samples.items()))
 
 
 def render_openmetrics(scrapes: list[tuple[str, float, Samples]]) -> str:
@@ -67,7 +71,6 @@ def histogram(name: str, buckets: dict[float, float], total: float, **labels: st
     out[key(name + "_count", **labels)] = buckets[float("inf")]
     out[key(name + "_sum", **labels)] = total
     return out
-
 
 
 class ExpositionServer:

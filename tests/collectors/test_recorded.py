@@ -35,7 +35,7 @@ def test_a_recorded_round_gives_the_raw_rounds_fields(tmp_path: Path) -> None:
     rules.write_text(yaml.safe_dump({"groups": [rec.snapshot_rule_group(WINDOW_S, INTERVAL_S)]}, sort_keys=False))
     with ExpositionServer() as srv:
         for target in ("engine", "serve", "network", "gpu"):
-            srv.dynamic[f"/{target}"] = lambda target=target: render_text(world((time.time() - start) / 10)[target])  # type: ignore[misc]
+            srv.dynamic[f"/{target}"] = lambda target=target: _ahead(target, start)  # type: ignore[misc]
         jobs = "".join(
             f"  - job_name: {t}\n    metrics_path: /{t}\n    static_configs: [{{targets: ['127.0.0.1:{srv.port}']}}]\n"
             for t in ("engine", "serve", "network", "gpu")
@@ -49,10 +49,9 @@ def test_a_recorded_round_gives_the_raw_rounds_fields(tmp_path: Path) -> None:
                 after, tries = start + 5 + WINDOW_S + 1, 0
                 mismatches: list[object] = ["never compared"]
                 deadline = time.time() + 40
-                # A scrape in flight when the group evaluates lands a sample stamped before the
-                # evaluation that the group did not see but the raw query at that instant does: the
-                # two then differ by one scrape. Compare at up to three evaluations; a real
-                # disagreement shows at every one.
+                # Samples are stamped ahead of their scrape (``_ahead``) and a round is read at an
+                # evaluation the group has finished (``_next_evaluation``). Compare at up to three
+                # evaluations all the same; a real disagreement shows at every one.
                 while mismatches and tries < 3:
                     at = _next_evaluation(url, family, after, deadline)
                     by_raw = {s.slice: s.to_dict(drop_none=False) for s in raw.snapshots(at, WINDOW_S)}
@@ -73,13 +72,39 @@ def test_a_recorded_round_gives_the_raw_rounds_fields(tmp_path: Path) -> None:
                 recorded.close()
 
 
+# A scrape in flight when the group evaluates would land a sample stamped (at its scrape's start)
+# before the evaluation, which the group did not see but the raw query at that instant does: the two
+# rounds then differ by one scrape. Scrape and evaluation share a 1 s period and keep their phase, so
+# under load (a slow scrape) that happened at every evaluation of a run (CI, stop 38). A sample
+# stamped one scrape timeout ahead has landed before any evaluation at or after its stamp begins.
+STAMP_AHEAD_S = 1.0
+
+
+def _ahead(target: str, start: float) -> str:
+    """The world at one scrape timeout ahead of now, stamped then."""
+    stamp = time.time() + STAMP_AHEAD_S
+    return render_text(world((stamp - start) / 10)[target], stamp_s=stamp)
+
+
 def _next_evaluation(url: str, family: str, after: float, deadline: float) -> float:
-    """The snapshot group's next evaluation instant later than ``after`` (its rates then cover a full window)."""
+    """An evaluation instant of the snapshot group later than ``after`` whose every rule has been written.
+
+    The group writes its rules one by one, so a sample of one family at an instant does not say the
+    others are written: a round read then would mix two evaluations (under load, CI of stop 38). A
+    group's evaluations run one after another, so the one before the newest seen is complete."""
+    query = f"timestamp({family}{{term=~'rate:inferslice_engine_gen.*'}})"
+
+    def stamp(at: float | None) -> float | None:
+        params = {"query": query} if at is None else {"query": query, "time": f"{at:.3f}"}
+        result = httpx.get(f"{url}/api/v1/query", params=params).json()["data"]["result"]
+        return float(result[0]["value"][1]) if result else None
+
     while True:
-        got = httpx.get(f"{url}/api/v1/query", params={"query": f"timestamp({family}{{term=~'rate:inferslice_engine_gen.*'}})"})
-        result = got.json()["data"]["result"]
-        if result and float(result[0]["value"][1]) > after:
-            return float(result[0]["value"][1])
+        newest = stamp(None)
+        if newest is not None and newest > after:
+            before = stamp(newest - 0.001)
+            if before is not None and before > after:
+                return before
         assert time.time() < deadline, "the snapshot group never recorded a fresh rate"
         time.sleep(0.2)
 
