@@ -104,6 +104,8 @@ class Physics:
 
 def ge(a: float, b: float) -> bool:
     """``a >= b`` up to float rounding: a verdict must not change with the unit of time."""
+    if a > b:  # implies the tolerant test (its tolerance is >= 0); most calls answer here, without it
+        return True
     return a >= b - 1e-9 * max(abs(a), abs(b))
 
 
@@ -417,8 +419,9 @@ def settle(attribution: Attribution, primary: str, queue_named: bool, material: 
     if absorb:
         fractions[primary] = fractions[primary] + fractions.get("queue", 0.0)
         fractions["queue"] = 0.0
-    fractions[primary] = round(min(1.0, max(fractions[primary], top)), 4)
-    excess_share = tuple((r, fractions[r]) for r in RESOURCES if r in fractions)
+    own = top if top > fractions[primary] else fractions[primary]  # max(fractions[primary], top)
+    fractions[primary] = round(own, 4) if own < 1.0 else 1.0  # round(min(1.0, own), 4) without rounding a 1
+    excess_share = tuple([(r, fractions[r]) for r in RESOURCES if r in fractions])
     if shares is None and excess_share == attribution.excess_share:
         return attribution
     return Attribution(tuple(shares) if shares is not None else old, excess_share)

@@ -71,11 +71,13 @@ def regime_resource(regime: Regime) -> str:
 
 def _missing(*readings: Reading) -> tuple[str, ...]:
     """Every field the readings wanted and did not get, once each, in the readings' order."""
-    names: list[str] = []
+    names: list[str] | None = None
     for r in readings:
         if r.missing:
+            if names is None:
+                names = []
             names.extend(r.missing)
-    return tuple(dict.fromkeys(names))
+    return tuple(dict.fromkeys(names)) if names is not None else ()
 
 
 def _idle(snap: SliceSnapshot) -> bool:
@@ -119,22 +121,26 @@ _REF_FIELDS = (
 )
 
 
+def _r4(x: float) -> float:
+    """``round(x, 4)``, without its decimal conversion where x is a whole number (a factor of 1, a
+    margin of 0 or 6: most windows' values), which it returns unchanged."""
+    return x if x.is_integer() else round(x, 4)
+
+
 def _physics_evidence(ph: Physics, snap: SliceSnapshot) -> list[Evidence]:
     ev = [
         Evidence(
             "tpot_load_factor",
-            round(ph.load_factor, 4),
+            _r4(ph.load_factor),
             reference=snap.ref_output_tokens_per_s,
             note="expected/reference TPOT at this token rate (decode batching)"
             if ph.load_known
             else "throughput or its reference unknown: load explains nothing",
         ),
-        Evidence("compute_factor", round(ph.compute_factor, 4), note="engine TPOT over the load-expected TPOT (prefill slows alike)"),
+        Evidence("compute_factor", _r4(ph.compute_factor), note="engine TPOT over the load-expected TPOT (prefill slows alike)"),
     ]
     if ph.engine_slowdown > 1.0:
-        ev.append(
-            Evidence("engine_slowdown", round(ph.engine_slowdown, 4), note="1 / GPU share: the engine's pace under the reduced share")
-        )
+        ev.append(Evidence("engine_slowdown", _r4(ph.engine_slowdown), note="1 / GPU share: the engine's pace under the reduced share"))
     if ph.little_wait_s is not None:
         ev.append(Evidence("little_wait_s", ph.little_wait_s, note="Little's law: requests waiting / arrival rate"))
     return ev
@@ -336,7 +342,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     conf = 0.0
     if regime is not Regime.UNKNOWN:
         conf = confidence.calibrated(regime, margin)
-        evidence.append(Evidence("confidence_margin", round(margin, 4), note=confidence.MARGIN_NOTE))
+        evidence.append(Evidence("confidence_margin", _r4(margin), note=confidence.MARGIN_NOTE))
         if caps:
             conf = min(conf, UNSURE)
             evidence.append(Evidence("confidence_cap", UNSURE, note="; ".join(dict.fromkeys(caps))))

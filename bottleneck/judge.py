@@ -170,7 +170,11 @@ class Judge:
     def weighed(self) -> frozenset[str]:
         """The statistics a resource's fraction is weighed over (``fractions``): a material excess it
         judged, or one material to the network's bar that it judged or a full link lets count."""
-        return frozenset(r[0] for r in self.rows if r[2] > 0 and ((r[4] and r[6]) or (r[9] and (r[6] or r[11]))))
+        out: list[str] = []
+        for r in self.rows:  # a loop: a generator costs more on the hot path (settle asks it of most windows)
+            if r[2] > 0 and ((r[4] and r[6]) or (r[9] and (r[6] or r[11]))):
+                out.append(r[0])
+        return frozenset(out)
 
     def fractions(self) -> dict[str, float]:
         q = n = c = 0.0
@@ -186,7 +190,13 @@ class Judge:
                     q = x
                 if z > c:
                     c = z
-        return {"queue": round(min(1.0, q), 4), "network": round(min(1.0, n), 4), "compute": round(min(1.0, c), 4)}
+        # round(min(1.0, x), 4) without rounding a 1 or a 0 (each rises from 0.0 only): ``round`` to
+        # digits is costly (a decimal conversion), and most fractions are one of those.
+        return {
+            "queue": (round(q, 4) if q > 0.0 else 0.0) if q < 1.0 else 1.0,
+            "network": (round(n, 4) if n > 0.0 else 0.0) if n < 1.0 else 1.0,
+            "compute": (round(c, 4) if c > 0.0 else 0.0) if c < 1.0 else 1.0,
+        }
 
     def secondary(self, resource: str, fractions: dict[str, float]) -> bool:
         if fractions[resource] < self.th.secondary_share * (1.0 - EPS):
