@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 
-from inferslice.bottleneck import confidence, signals, unsure
+from inferslice.bottleneck import calibration, confidence, signals, unsure
 from inferslice.bottleneck.attribution import Physics, attribute, ge, settle
 from inferslice.bottleneck.judge import EPS, INDEX, ORDER, RATIO_MAX, Judge, binding_margin
 from inferslice.bottleneck.signals import Reading
@@ -125,6 +125,21 @@ def _r4(x: float) -> float:
     """``round(x, 4)``, without its decimal conversion where x is a whole number (a factor of 1, a
     margin of 0 or 6: most windows' values), which it returns unchanged."""
     return x if x.is_integer() else round(x, 4)
+
+
+# The confidences a verdict takes (the calibration table's, the caps, 0 and 1) that ``round(x, 4)``
+# returns unchanged: most windows' confidence is one of these, and rounding costs a decimal conversion.
+_FIXED_R4 = frozenset(
+    c
+    for c in (0.0, 1.0, UNSURE, TAIL, calibration.UNCALIBRATED, *(p for steps in calibration.TABLE.values() for _, p in steps))
+    if round(c, 4) == c
+)
+
+
+def _clamp_r4(conf: float) -> float:
+    """``round(min(1.0, max(0.0, conf)), 4)``."""
+    c = min(1.0, max(0.0, conf))
+    return c if c in _FIXED_R4 else round(c, 4)
 
 
 def _physics_evidence(ph: Physics, snap: SliceSnapshot) -> list[Evidence]:
@@ -218,7 +233,10 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     slack = False  # healthy, every resource slack by its gauges (``unsure.resources_slack``)
     tail = False  # compute read from the window before's GPU share (``_contention_tail``), held at TAIL
     tops = judge._top(False)
-    binding = [r for r in ORDER if tops[INDEX[r]] >= 1.0 - EPS]
+    binding: list[str] = []
+    for r in ORDER:  # a loop: a comprehension costs a frame a window
+        if tops[INDEX[r]] >= 1.0 - EPS:
+            binding.append(r)
     # A measured delay binds the network whatever the quantiles resolve (``delay_material_slo_fraction``),
     # where the first tokens show it (``delay_shown_fraction`` of it in a TTFT statistic's excess).
     delay_bar = th.delay_material_slo_fraction * signals.slo_ttft_s(snap, th)
@@ -360,7 +378,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         slice=snapshot.slice,
         regime=regime,
         secondary=tuple(secondary),
-        confidence=round(min(1.0, max(0.0, conf)), 4),
+        confidence=_clamp_r4(conf),
         slo=slo,
         evidence=tuple(evidence),
         missing=missing,

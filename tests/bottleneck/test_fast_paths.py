@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from inferslice.bottleneck.attribution import ge
-from inferslice.bottleneck.classify import _r4
+from inferslice.bottleneck.classify import _clamp_r4, _r4
 
 EDGES = st.sampled_from([0.0, -0.0, 1.0, 6.0, -1.0, 0.55, 1e300, -1e300, 5e-324, math.inf, -math.inf, math.nan, 0.00005, 0.00015])
 FLOATS = st.floats(allow_nan=True, allow_infinity=True) | EDGES
@@ -47,3 +47,9 @@ def test_a_fraction_rounds_as_the_plain_expression(parts: list[float]) -> None:
             x = y
     fast = (round(x, 4) if x > 0.0 else 0.0) if x < 1.0 else 1.0
     assert _bits(fast) == _bits(round(min(1.0, x), 4))
+
+
+@given(FLOATS)
+def test_the_reported_confidence_is_the_clamped_rounded_one(conf: float) -> None:
+    got, want = _clamp_r4(conf), round(min(1.0, max(0.0, conf)), 4)
+    assert _bits(got) == _bits(want)
