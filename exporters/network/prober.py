@@ -202,11 +202,15 @@ class RttProber:
     # -- Source ----------------------------------------------------------------------------------
     def collect(self) -> Iterator[Metric]:
         self.start()
+        return iter([self.family()])
+
+    def family(self) -> HistogramMetricFamily:
+        """The RTT histograms as they stand, without starting the probe thread (``collect`` does)."""
         fam = HistogramMetricFamily(mn.POP_RTT, "Round-trip time of active probes between PoPs", labels=["pop", "peer_pop"])
         with self._lock:
             for (pop, peer), h in self._hist.items():
                 fam.add_metric([pop, peer], h.cumulative(), h.total)
-        return iter([fam])
+        return fam
 
 
 class UdpEchoResponder:
