@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from inferslice.bottleneck.rounding import unit_r4
 from inferslice.bottleneck.thresholds import Thresholds
 from inferslice.diagnosis import RESOURCES, Attribution, LatencyShare
 from inferslice.snapshot import SliceSnapshot, edge_cap
@@ -420,7 +421,7 @@ def settle(attribution: Attribution, primary: str, queue_named: bool, material: 
         fractions[primary] = fractions[primary] + fractions.get("queue", 0.0)
         fractions["queue"] = 0.0
     own = top if top > fractions[primary] else fractions[primary]  # max(fractions[primary], top)
-    fractions[primary] = round(own, 4) if own < 1.0 else 1.0  # round(min(1.0, own), 4) without rounding a 1
+    fractions[primary] = unit_r4(own)  # own >= top, which rose from 0.0
     excess_share = tuple([(r, fractions[r]) for r in RESOURCES if r in fractions])
     if shares is None and excess_share == attribution.excess_share:
         return attribution

@@ -49,6 +49,7 @@ import math
 from inferslice.bottleneck import calibration, confidence, signals, unsure
 from inferslice.bottleneck.attribution import Physics, attribute, ge, settle
 from inferslice.bottleneck.judge import EPS, INDEX, ORDER, RATIO_MAX, Judge, binding_margin
+from inferslice.bottleneck.rounding import r4
 from inferslice.bottleneck.signals import Reading
 from inferslice.bottleneck.thresholds import DEFAULT, Thresholds
 from inferslice.diagnosis import CONFIDENT, REGIME_OF, RESOURCE_OF, Attribution, Diagnosis, Evidence, NetworkCause, Regime
@@ -121,12 +122,6 @@ _REF_FIELDS = (
 )
 
 
-def _r4(x: float) -> float:
-    """``round(x, 4)``, without its decimal conversion where x is a whole number (a factor of 1, a
-    margin of 0 or 6: most windows' values), which it returns unchanged."""
-    return x if x.is_integer() else round(x, 4)
-
-
 # The confidences a verdict takes (the calibration table's, the caps, 0 and 1) that ``round(x, 4)``
 # returns unchanged: most windows' confidence is one of these, and rounding costs a decimal conversion.
 _FIXED_R4 = frozenset(
@@ -146,16 +141,16 @@ def _physics_evidence(ph: Physics, snap: SliceSnapshot) -> list[Evidence]:
     ev = [
         Evidence(
             "tpot_load_factor",
-            _r4(ph.load_factor),
+            r4(ph.load_factor),
             reference=snap.ref_output_tokens_per_s,
             note="expected/reference TPOT at this token rate (decode batching)"
             if ph.load_known
             else "throughput or its reference unknown: load explains nothing",
         ),
-        Evidence("compute_factor", _r4(ph.compute_factor), note="engine TPOT over the load-expected TPOT (prefill slows alike)"),
+        Evidence("compute_factor", r4(ph.compute_factor), note="engine TPOT over the load-expected TPOT (prefill slows alike)"),
     ]
     if ph.engine_slowdown > 1.0:
-        ev.append(Evidence("engine_slowdown", _r4(ph.engine_slowdown), note="1 / GPU share: the engine's pace under the reduced share"))
+        ev.append(Evidence("engine_slowdown", r4(ph.engine_slowdown), note="1 / GPU share: the engine's pace under the reduced share"))
     if ph.little_wait_s is not None:
         ev.append(Evidence("little_wait_s", ph.little_wait_s, note="Little's law: requests waiting / arrival rate"))
     return ev
@@ -360,7 +355,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     conf = 0.0
     if regime is not Regime.UNKNOWN:
         conf = confidence.calibrated(regime, margin)
-        evidence.append(Evidence("confidence_margin", _r4(margin), note=confidence.MARGIN_NOTE))
+        evidence.append(Evidence("confidence_margin", r4(margin), note=confidence.MARGIN_NOTE))
         if caps:
             conf = min(conf, UNSURE)
             evidence.append(Evidence("confidence_cap", UNSURE, note="; ".join(dict.fromkeys(caps))))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from inferslice.bottleneck import confidence, signals
+from inferslice.bottleneck.rounding import unit_r4
 from inferslice.bottleneck.thresholds import Thresholds
 from inferslice.diagnosis import Attribution
 from inferslice.snapshot import SliceSnapshot
@@ -190,13 +191,7 @@ class Judge:
                     q = x
                 if z > c:
                     c = z
-        # round(min(1.0, x), 4) without rounding a 1 or a 0 (each rises from 0.0 only): ``round`` to
-        # digits is costly (a decimal conversion), and most fractions are one of those.
-        return {
-            "queue": (round(q, 4) if q > 0.0 else 0.0) if q < 1.0 else 1.0,
-            "network": (round(n, 4) if n > 0.0 else 0.0) if n < 1.0 else 1.0,
-            "compute": (round(c, 4) if c > 0.0 else 0.0) if c < 1.0 else 1.0,
-        }
+        return {"queue": unit_r4(q), "network": unit_r4(n), "compute": unit_r4(c)}  # each rose from 0.0
 
     def secondary(self, resource: str, fractions: dict[str, float]) -> bool:
         if fractions[resource] < self.th.secondary_share * (1.0 - EPS):
