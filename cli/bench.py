@@ -204,6 +204,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from inferslice.bench import corpus_score
 
     corpus_score.add_subcommands(csub)  # calibrate, tune, score
+    from inferslice.bench import corpus_repeat
+
+    corpus_repeat.add_subcommand(csub)
     text = "rewrite the figures marked <!-- fig:... --> in the docs from the committed results (bench/docfigs.py)"
     p = sub.add_parser("docs", help=text, description=text)
     p.add_argument("--check", action="store_true", help="change nothing; exit 1 listing every figure that differs from its result")
@@ -276,6 +279,13 @@ def _run_docs(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.bench == "docs":
         return _run_docs(args)
+    if args.bench == "corpus" and args.corpus_command == "repeat":
+        from inferslice.bench import corpus_repeat
+
+        try:
+            return corpus_repeat.main(args)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
     if args.bench == "corpus" and args.corpus_command not in ("generate", "summary"):  # calibrate, tune, score
         from inferslice.bench import corpus_score  # (its COMMANDS; summary and generate are handled below)
 

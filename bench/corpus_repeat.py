@@ -1,0 +1,195 @@
+"""How repeatable is a window's truth? Two generations of the same draws, window by window (pure core).
+
+A corpus window's truth is itself a measurement: the counterfactual twins are separate testbed runs,
+so whether removing a cause removes >= 25 % of a window's excess depends on that run's scheduling,
+losses and request timing as well as on the draw. Generating the same seeds again (the same plan,
+the same requests and arrival times: ``corpus_draws`` is a pure function of the seed) measures every
+window's truth a second time. This module pairs the two generations' windows by (seed, twin, tier,
+window) and scores the second truth as if it were a method's verdict on the first, with the very
+figures the classifier is scored by (``corpus_metrics``): AC@1 per (class, tier), exact cause sets
+per compound pair, attribution error on pairs whose true share is > 0. Where the remeasured truth
+agrees with the first on only X % of a cell, a score against one measurement cannot certify a
+classifier to better than about X % on that cell: the gap is the measurement's, not the method's.
+
+Beside it, the classifier's own figures on the same windows in each generation (per source), and
+how often its verdicts on the two generations agree: a classifier and a truth equally repeatable
+cannot be told apart by one generation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from inferslice.bench import corpus_metrics as cm
+from inferslice.bench.corpus_windows import LabelledWindow, inferslice_verdict
+
+Key = tuple[int, str, str, int]  # (seed, twin, tier, window): the window whichever generation measured it
+
+
+def truth_as_verdict(t: cm.Truth) -> cm.Verdict:
+    """A remeasured truth in a method's terms: its primary, its cause set (primary first), its shares."""
+    rest = tuple(c for c in cm.PRIORITY if c in t.causes and c != t.primary)
+    causes = (t.primary, *rest) if t.primary != "healthy" else ()
+    return cm.Verdict(primary=t.primary, causes=causes, shares=dict(t.shares), confidence=1.0)
+
+
+def _rate(hits: int, n: int) -> float | None:
+    return round(hits / n, 4) if n else None
+
+
+def _by_key(ws: Sequence[LabelledWindow], source: str | None) -> dict[Key, LabelledWindow]:
+    return {w.key: w for w in ws if source is None or w.source == source}
+
+
+def _one_view(ws: Sequence[LabelledWindow]) -> dict[Key, LabelledWindow]:
+    """One view per window (the truth does not depend on the source): the first source that has it."""
+    out: dict[Key, LabelledWindow] = {}
+    for w in sorted(ws, key=lambda w: w.source):
+        out.setdefault(w.key, w)
+    return out
+
+
+def truth_figures(pairs: Sequence[tuple[cm.Truth, cm.Verdict]]) -> dict[str, Any]:
+    return {
+        "windows": len(pairs),
+        "ac1": cm.ac1(pairs),
+        "compound": cm.compound(pairs),
+        "confusion": cm.confusion(pairs),
+        "attribution": cm.attribution(pairs),
+    }
+
+
+def _verdict_figures(pairs: Sequence[tuple[cm.Truth, cm.Verdict]], bar: float) -> dict[str, Any]:
+    return {
+        "windows": len(pairs),
+        "ac1": cm.ac1(pairs),
+        "compound": cm.compound(pairs),
+        "attribution": cm.attribution(pairs),
+        "confident": cm.confident_share(pairs, bar),
+    }
+
+
+def compare(first: Sequence[LabelledWindow], second: Sequence[LabelledWindow], confident_bar: float) -> dict[str, Any]:
+    """The second generation's truth scored against the first's (and the reverse), and the
+    classifier on each, over the windows both generations measured."""
+    a, b = _one_view(first), _one_view(second)
+    keys = sorted(set(a) & set(b))
+    ta = {k: cm.Truth.of(a[k].truth, a[k].tier) for k in keys}
+    tb = {k: cm.Truth.of(b[k].truth, b[k].tier) for k in keys}
+    same_class = sum(ta[k].primary == tb[k].primary for k in keys)
+    same_set = sum(set(ta[k].causes) == set(tb[k].causes) for k in keys)
+    out: dict[str, Any] = {
+        "windows": len(keys),
+        "only_first": len(set(a) - set(b)),
+        "only_second": len(set(b) - set(a)),
+        "seeds": sorted({k[0] for k in keys}),
+        "truth": {
+            "same_class": _rate(same_class, len(keys)),
+            "same_cause_set": _rate(same_set, len(keys)),
+            "second_against_first": truth_figures([(ta[k], truth_as_verdict(tb[k])) for k in keys]),
+            "first_against_second": truth_figures([(tb[k], truth_as_verdict(ta[k])) for k in keys]),
+        },
+        "inferslice": {},
+    }
+    for source in sorted({w.source for w in (*first, *second)}):
+        va, vb = _by_key(first, source), _by_key(second, source)
+        both = [k for k in keys if k in va and k in vb]
+        da = {k: inferslice_verdict(va[k]) for k in both}
+        db = {k: inferslice_verdict(vb[k]) for k in both}
+        out["inferslice"][source] = {
+            "windows": len(both),
+            "same_verdict": _rate(sum(da[k].primary == db[k].primary for k in both), len(both)),
+            "first": _verdict_figures([(ta[k], da[k]) for k in both], confident_bar),
+            "second": _verdict_figures([(tb[k], db[k]) for k in both], confident_bar),
+        }
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def _pp(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def _cell(f: Mapping[str, Any], cls: str, tier: str) -> tuple[int, float | None]:
+    c = f["ac1"].get(cls, {}).get(tier) or {}
+    return int(c.get("windows", 0)), c.get("ac1")
+
+
+def markdown(r: Mapping[str, Any], tiers: Sequence[str] = ("all", "free", "standard", "premium")) -> str:
+    t = r["truth"]
+    fwd, rev = t["second_against_first"], t["first_against_second"]
+    sources = sorted(r["inferslice"])
+    lines = [
+        f"{r['windows']} windows measured in both generations (seeds {', '.join(map(str, r['seeds']))});"
+        f" {r['only_first']} only in the first, {r['only_second']} only in the second.",
+        f"Same truth class: {_pct(t['same_class'])} %; same cause set: {_pct(t['same_cause_set'])} %.",
+        "",
+        "AC@1 per (class, tier), % (windows): the remeasured truth as a verdict on the first truth and the reverse;"
+        " inferslice on each generation, " + " / ".join(sources) + ".",
+        "",
+        "| class / tier | truth 2 on truth 1 | truth 1 on truth 2 | inferslice, 1st | inferslice, 2nd |",
+        "|---|---|---|---|---|",
+    ]
+    for cls in cm.CLASSES:
+        for tier in tiers:
+            n1, x1 = _cell(fwd, cls, tier)
+            n2, x2 = _cell(rev, cls, tier)
+            if not (n1 or n2):
+                continue
+            ours = [" / ".join(_pct(_cell(r["inferslice"][s][g], cls, tier)[1]) for s in sources) for g in ("first", "second")]
+            lines.append(f"| {cls} / {tier} | {_pct(x1)} ({n1}) | {_pct(x2)} ({n2}) | {ours[0]} | {ours[1]} |")
+    lines += ["", "Exact cause set per compound pair, % (windows):", ""]
+    lines += ["| pair | truth 2 on truth 1 | truth 1 on truth 2 |", "|---|---|---|"]
+    for pair in sorted(set(fwd["compound"]) | set(rev["compound"])):
+        f, g = fwd["compound"].get(pair) or {}, rev["compound"].get(pair) or {}
+        lines.append(f"| {pair} | {_pct(f.get('accuracy'))} ({f.get('windows', 0)}) | {_pct(g.get('accuracy'))} ({g.get('windows', 0)}) |")
+    lines += ["", "Attribution error, pp (pairs): mean / P90 on pairs whose true share is > 0; all pairs beside.", ""]
+    lines += ["| what | true share > 0 | all pairs |", "|---|---|---|"]
+
+    def att(a: Mapping[str, Any]) -> tuple[str, str]:
+        p, e = a["true_share_positive"], a["all_pairs"]
+        return (f"{_pp(p['mean_pp'])} / {_pp(p['p90_pp'])} ({p['pairs']})", f"{_pp(e['mean_pp'])} ({e['pairs']})")
+
+    lines.append("| truth 2 on truth 1 | {} | {} |".format(*att(fwd["attribution"])))
+    lines.append("| truth 1 on truth 2 | {} | {} |".format(*att(rev["attribution"])))
+    for s in sources:
+        for g, label in (("first", "1st"), ("second", "2nd")):
+            lines.append(f"| inferslice, {s}, {label} | " + " | ".join(att(r["inferslice"][s][g]["attribution"])) + " |")
+    same = [f"{s} {_pct(r['inferslice'][s]['same_verdict'])} % of {r['inferslice'][s]['windows']}" for s in sources]
+    lines += ["", "inferslice's verdict the same in both generations: " + ", ".join(same) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def add_subcommand(csub: Any) -> None:
+    text = "the same seeds generated twice: how often the remeasured truth (and the classifier) agrees, per cell"
+    p = csub.add_parser("repeat", help=text, description=text)
+    p.add_argument("first", type=Path, help="a corpus directory or windows.jsonl[.gz]: the first generation")
+    p.add_argument("second", type=Path, help="the same seeds generated again")
+    p.add_argument("--out", type=Path, default=None, help="directory for repeat.json and repeat.md (default: print only)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from inferslice.bench.corpus_score import load
+    from inferslice.diagnosis import CONFIDENT
+
+    first, second = load([args.first]), load([args.second])
+    if not first or not second:
+        raise ValueError(f"no corpus window in {args.first if not first else args.second}")
+    seeds = {w.seed for w in second}
+    result = compare([w for w in first if w.seed in seeds], second, CONFIDENT)
+    if not result["windows"]:
+        raise ValueError("the two generations share no window (seed, twin, tier, window)")
+    text = markdown(result)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "repeat.json").write_text(json.dumps(result, indent=1, sort_keys=True))
+        (args.out / "repeat.md").write_text(text)
+    print(text, end="")
+    return 0

@@ -1,0 +1,108 @@
+"""The truth's repeatability: two generations of the same seeds compared window by window, with the
+figures the classifier is scored by, and the command end to end on files in the generator's format."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from inferslice.bench import corpus_metrics as cm
+from inferslice.bench import corpus_repeat
+from inferslice.cli import main as cli_main
+
+PRIMARY = {"healthy": "healthy", "network": "network_limited", "queue": "queue_limited", "compute": "compute_limited"}
+
+
+def truth(*causes: str, share: float = 1.0) -> dict[str, Any]:
+    """A corpus line's truth: the causes in remedy order, each removing ``share`` of a 1 s TTFT excess."""
+    ordered = [c for c in cm.PRIORITY if c in causes]
+    return {
+        "causes": ordered,
+        "kinds": [],
+        "primary": PRIMARY[ordered[0]] if ordered else "healthy",
+        "excess_s": {"ttft": 1.0 if causes else None, "tpot": None},
+        "effects": [{"cls": c, "share": {"ttft": share}} for c in ordered],
+    }
+
+
+def line(seed: int, window: int, t: dict[str, Any], tier: str = "standard") -> dict[str, Any]:
+    snap = {"slice": tier, "slo_ttft_p99_s": 0.5, "ttft_p99_s": 0.2, "ttft_p50_s": 0.1, "tpot_p99_s": 0.03, "request_count": 40}
+    return {"id": f"s{seed}-all-{tier}-w{window:02d}", "seed": seed, "run": "all", "tier": tier, "window": window,
+            "truth": t, "snapshots": {"prometheus": snap}, "causes": [], "stats": {}}  # fmt: skip
+
+
+FIRST = [line(1, 1, truth("network", share=0.8)), line(1, 2, truth("network")), line(1, 3, truth()),
+         line(1, 4, truth("queue", share=0.6)), line(1, 5, truth("compute"))]  # fmt: skip
+SECOND = [line(1, 1, truth("network", share=0.5)), line(1, 2, truth()), line(1, 3, truth()),
+          line(1, 4, truth("queue", share=0.6))]  # fmt: skip
+
+
+def test_truth_as_verdict_keeps_the_whole_cause_set_primary_first() -> None:
+    t = cm.Truth.of(truth("queue", "network", share=0.5), "free")
+    v = corpus_repeat.truth_as_verdict(t)
+    assert v.primary == "network" and v.causes == ("network", "queue")
+    assert v.shares == {("ttft", "network"): 0.5, ("ttft", "queue"): 0.5}
+    assert corpus_repeat.truth_as_verdict(cm.Truth.of(truth(), "free")).causes == ()
+
+
+def test_compare_scores_the_second_truth_on_the_first_and_the_reverse() -> None:
+    from inferslice.bench.corpus_windows import labelled
+
+    r = corpus_repeat.compare(labelled(FIRST), labelled(SECOND), confident_bar=0.6)
+    assert (r["windows"], r["only_first"], r["only_second"]) == (4, 1, 0)  # window 5 was measured once
+    assert r["truth"]["same_class"] == 0.75
+    fwd, rev = r["truth"]["second_against_first"], r["truth"]["first_against_second"]
+    # the first truth has two network windows, the second agrees on one; the reverse: one of one
+    assert fwd["ac1"]["network"]["standard"]["windows"] == 2 and fwd["ac1"]["network"]["standard"]["ac1"] == 0.5
+    assert rev["ac1"]["network"]["all"]["ac1"] == 1.0
+    # the second truth's two healthy windows: the first truth calls one of them network
+    assert rev["ac1"]["healthy"]["all"] == {"windows": 2, "ac1": 0.5, "ac1_lenient": 0.5}
+    # shares: network 0.8 against 0.5 (30 pp), 1.0 against nothing (100 pp), queue 0.6 against 0.6 (0)
+    assert fwd["attribution"]["true_share_positive"]["pairs"] == 3
+    assert fwd["attribution"]["true_share_positive"]["mean_pp"] == pytest.approx((30 + 100 + 0) / 3, abs=0.01)
+    # the same snapshots in both generations: the classifier says the same thing of each
+    ours = r["inferslice"]["prometheus"]
+    assert ours["windows"] == 4 and ours["same_verdict"] == 1.0
+    assert ours["first"]["windows"] == ours["second"]["windows"] == 4
+
+
+def test_identical_generations_agree_everywhere() -> None:
+    from inferslice.bench.corpus_windows import labelled
+
+    r = corpus_repeat.compare(labelled(FIRST), labelled(FIRST), confident_bar=0.6)
+    assert r["truth"]["same_cause_set"] == 1.0
+    for cls, cells in r["truth"]["second_against_first"]["ac1"].items():
+        assert all(c["ac1"] == 1.0 for c in cells.values()), cls
+    assert r["truth"]["second_against_first"]["attribution"]["true_share_positive"]["mean_pp"] == 0.0
+
+
+def test_repeat_command_writes_json_and_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for name, rows in (("a", FIRST), ("b", SECOND)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "windows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rc = cli_main(["bench", "corpus", "repeat", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "out")])
+    assert rc == 0
+    shown = capsys.readouterr().out
+    assert "Same truth class: 75.0 %" in shown and "| network / standard | 50.0 (2) | 100.0 (1) |" in shown
+    saved = json.loads((tmp_path / "out" / "repeat.json").read_text())
+    assert saved["windows"] == 4 and (tmp_path / "out" / "repeat.md").read_text() == shown
+
+
+def test_repeat_command_names_generations_that_share_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "windows.jsonl").write_text(json.dumps(line(1, 1, truth())) + "\n")
+    (tmp_path / "b" / "windows.jsonl").write_text(json.dumps(line(2, 1, truth())) + "\n")
+    assert cli_main(["bench", "corpus", "repeat", str(tmp_path / "a"), str(tmp_path / "b")]) != 0
+    assert "share no window" in capsys.readouterr().err
+
+
+def test_parser_takes_two_corpora() -> None:
+    p = argparse.ArgumentParser()
+    corpus_repeat.add_subcommand(p.add_subparsers(dest="c"))
+    args = p.parse_args(["repeat", "x", "y"])
+    assert (args.first, args.second, args.out) == (Path("x"), Path("y"), None)
