@@ -73,6 +73,39 @@ def _verdict_figures(pairs: Sequence[tuple[cm.Truth, cm.Verdict]], bar: float) -
     }
 
 
+EXCESS_BINS_S = (0.1, 0.5)  # a tenth of the 0.5 s SLO, and the SLO itself: where a P99's excess is small, large, a breach
+
+
+def by_kind(ta: Mapping[Key, cm.Truth], tb: Mapping[Key, cm.Truth]) -> dict[str, Any]:
+    """Per cause kind: of the windows whose first truth holds it, the share whose second truth does too."""
+    tally: dict[str, list[int]] = {}
+    for k, t in ta.items():
+        for kind in set(t.kinds):
+            c = tally.setdefault(kind, [0, 0])
+            c[0] += 1
+            c[1] += kind in tb[k].kinds
+    return {kind: {"windows": n, "kept": _rate(hits, n)} for kind, (n, hits) in sorted(tally.items())}
+
+
+def _excess_bin(x: float | None) -> str:
+    if x is None:
+        return "immaterial"
+    lo, hi = EXCESS_BINS_S
+    return f"< {lo:g} s" if x < lo else (f"{lo:g}-{hi:g} s" if x < hi else f">= {hi:g} s")
+
+
+def by_excess(ta: Mapping[Key, cm.Truth], tb: Mapping[Key, cm.Truth]) -> dict[str, Any]:
+    """Truth-class agreement by the larger of the two generations' TTFT excess: where the noise lives."""
+    tally: dict[str, list[int]] = {}
+    for k, t in ta.items():
+        xs = [x for x in (t.excess.get("ttft"), tb[k].excess.get("ttft")) if x is not None]
+        c = tally.setdefault(_excess_bin(max(xs) if xs else None), [0, 0])
+        c[0] += 1
+        c[1] += t.primary == tb[k].primary
+    order = ["immaterial", *(_excess_bin(x) for x in (0.0, *EXCESS_BINS_S))]
+    return {b: {"windows": tally[b][0], "same_class": _rate(tally[b][1], tally[b][0])} for b in order if b in tally}
+
+
 def compare(first: Sequence[LabelledWindow], second: Sequence[LabelledWindow], confident_bar: float) -> dict[str, Any]:
     """The second generation's truth scored against the first's (and the reverse), and the
     classifier on each, over the windows both generations measured."""
@@ -90,6 +123,8 @@ def compare(first: Sequence[LabelledWindow], second: Sequence[LabelledWindow], c
         "truth": {
             "same_class": _rate(same_class, len(keys)),
             "same_cause_set": _rate(same_set, len(keys)),
+            "kinds_kept": {"second_in_first": by_kind(ta, tb), "first_in_second": by_kind(tb, ta)},
+            "by_excess": by_excess(ta, tb),
             "second_against_first": truth_figures([(ta[k], truth_as_verdict(tb[k])) for k in keys]),
             "first_against_second": truth_figures([(tb[k], truth_as_verdict(ta[k])) for k in keys]),
         },
@@ -145,6 +180,13 @@ def markdown(r: Mapping[str, Any], tiers: Sequence[str] = ("all", "free", "stand
                 continue
             ours = [" / ".join(_pct(_cell(r["inferslice"][s][g], cls, tier)[1]) for s in sources) for g in ("first", "second")]
             lines.append(f"| {cls} / {tier} | {_pct(x1)} ({n1}) | {_pct(x2)} ({n2}) | {ours[0]} | {ours[1]} |")
+    kk = t["kinds_kept"]
+    lines += ["", "Each cause kind kept in the truth when measured again, % (windows): second in first / first in second:", ""]
+    for kind in sorted(set(kk["second_in_first"]) | set(kk["first_in_second"])):
+        f, g = kk["second_in_first"].get(kind) or {}, kk["first_in_second"].get(kind) or {}
+        lines.append(f"- {kind}: {_pct(f.get('kept'))} ({f.get('windows', 0)}) / {_pct(g.get('kept'))} ({g.get('windows', 0)})")
+    lines += ["", "Same truth class by the larger TTFT excess of the two generations, % (windows):", ""]
+    lines += [f"- {b}: {_pct(v['same_class'])} ({v['windows']})" for b, v in t["by_excess"].items()]
     lines += ["", "Exact cause set per compound pair, % (windows):", ""]
     lines += ["| pair | truth 2 on truth 1 | truth 1 on truth 2 |", "|---|---|---|"]
     for pair in sorted(set(fwd["compound"]) | set(rev["compound"])):

@@ -106,3 +106,23 @@ def test_parser_takes_two_corpora() -> None:
     corpus_repeat.add_subcommand(p.add_subparsers(dest="c"))
     args = p.parse_args(["repeat", "x", "y"])
     assert (args.first, args.second, args.out) == (Path("x"), Path("y"), None)
+
+
+def test_kinds_kept_and_agreement_by_excess() -> None:
+    def t(*causes: str, kinds: tuple[str, ...] = (), excess: float | None = None) -> cm.Truth:
+        return cm.Truth(causes[0] if causes else "healthy", causes, kinds, "free", {"ttft": excess, "tpot": None}, {})
+
+    a = {(1, "all", "free", 1): t("network", kinds=("cap",), excess=0.05),
+         (1, "all", "free", 2): t("network", kinds=("cap",), excess=0.8),
+         (1, "all", "free", 3): t()}  # fmt: skip
+    b = {(1, "all", "free", 1): t(excess=0.02),
+         (1, "all", "free", 2): t("network", kinds=("cap",), excess=0.3),
+         (1, "all", "free", 3): t()}  # fmt: skip
+    assert corpus_repeat.by_kind(a, b) == {"cap": {"windows": 2, "kept": 0.5}}
+    assert corpus_repeat.by_kind(b, a) == {"cap": {"windows": 1, "kept": 1.0}}
+    # binned by the larger excess of the two: 0.05 (< 0.1 s, disagree), 0.8 (>= 0.5 s, agree), none (agree)
+    assert corpus_repeat.by_excess(a, b) == {
+        "immaterial": {"windows": 1, "same_class": 1.0},
+        "< 0.1 s": {"windows": 1, "same_class": 0.0},
+        ">= 0.5 s": {"windows": 1, "same_class": 1.0},
+    }
