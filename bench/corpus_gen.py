@@ -432,7 +432,7 @@ def seed_windows(top: Topology, plan: RunPlan, runs: Mapping[str, Mapping[str, A
                     "window": k,
                     "start_s": k * plan.window_s,
                     "end_s": (k + 1) * plan.window_s,
-                    "truth": {**t.to_dict(), "primary": _primary(t.causes), "healthy": t.healthy},
+                    "truth": {**t.to_dict(), "primary": truth.primary_regime(t.causes), "healthy": t.healthy},
                     "stats": asdict(w),
                     "snapshots": snaps,
                     "causes": [{**asdict(c), "class": c.cls, "applied": run["applied"].get(c.name)} for c in causes],
@@ -442,14 +442,6 @@ def seed_windows(top: Topology, plan: RunPlan, runs: Mapping[str, Mapping[str, A
                     "window_late_s": row.get("late_s"),
                 })  # fmt: skip
     return out
-
-
-PRIORITY = ("network", "compute", "queue")  # the primary of a compound truth: the remedy that comes first (as corpus.primary_of)
-
-
-def _primary(classes: Sequence[str]) -> str:
-    regime = {"network": Regime.NETWORK_LIMITED.value, "compute": Regime.COMPUTE_LIMITED.value, "queue": Regime.QUEUE_LIMITED.value}
-    return next((regime[c] for c in PRIORITY if c in classes), Regime.HEALTHY.value)
 
 
 def _twin_label(runs: Mapping[str, Mapping[str, Any]], causes: set[str], plan: RunPlan) -> str | None:

@@ -25,9 +25,65 @@ from pathlib import Path
 from typing import Any
 
 from inferslice.bench import corpus_metrics as cm
-from inferslice.bench.corpus_windows import LabelledWindow, inferslice_verdict
+from inferslice.bench import corpus_truth as truth
+from inferslice.bench.corpus_windows import LabelledWindow, corpus_files, inferslice_verdict, labelled, read_jsonl
 
 Key = tuple[int, str, str, int]  # (seed, twin, tier, window): the window whichever generation measured it
+
+
+class Counterfactuals:
+    """One generation's lines indexed for re-judging a window: every window's statistics by
+    (seed, twin, tier, window), and each seed's twins by the causes they ran with."""
+
+    def __init__(self, lines: Sequence[Mapping[str, Any]]) -> None:
+        self.lines: dict[Key, Mapping[str, Any]] = {}
+        self.runs: dict[int, dict[frozenset[str], str]] = {}
+        for r in lines:
+            seed = int(r["seed"])
+            self.lines[(seed, str(r["run"]), str(r["tier"]), int(r["window"]))] = r
+            self.runs.setdefault(seed, {})[frozenset(str(c["name"]) for c in r.get("causes") or ())] = str(r["run"])
+
+    def stat(self, seed: int, causes: frozenset[str], tier: str, window: int) -> truth.WindowStat | None:
+        run = self.runs.get(seed, {}).get(causes)
+        line = self.lines.get((seed, run, tier, window)) if run is not None else None
+        return _window_stat(line) if line is not None else None
+
+    def reference(self, seed: int, tier: str) -> Mapping[str, float | None] | None:
+        run = self.runs.get(seed, {}).get(frozenset())
+        line = next((v for k, v in self.lines.items() if k[:3] == (seed, run, tier)), None) if run is not None else None
+        return (line.get("truth") or {}).get("reference_s") if line is not None else None
+
+
+def _window_stat(line: Mapping[str, Any]) -> truth.WindowStat | None:
+    """A line's own window statistics (``None`` for a line without them: nothing to judge)."""
+    stats = line.get("stats") or {}
+    try:
+        return truth.WindowStat(**{f: stats[f] for f in truth.WindowStat.__dataclass_fields__})
+    except KeyError:
+        return None
+
+
+def _slo_s(line: Mapping[str, Any]) -> float | None:
+    snaps = [s for s in (line.get("snapshots") or {}).values() if s]
+    return next((float(s["slo_ttft_p99_s"]) for s in snaps if s.get("slo_ttft_p99_s") is not None), None)
+
+
+def rejudge(line: Mapping[str, Any], cf: Counterfactuals) -> dict[str, Any] | None:
+    """A window's truth from its own run's statistics and the counterfactual runs of ``cf`` (its
+    twins without each cause, its clean twin and the reference that twin measured): with ``cf`` the
+    window's own generation this is the truth the generator wrote; with the other generation's, the
+    same window judged against remeasured twins. ``None`` when ``cf`` lacks a twin it needs."""
+    seed, tier, k = int(line["seed"]), str(line["tier"]), int(line["window"])
+    causes = list(line.get("causes") or ())
+    present = frozenset(str(c["name"]) for c in causes)
+    clean, ref = cf.stat(seed, frozenset(), tier, k), cf.reference(seed, tier)
+    without = {str(c["name"]): cf.stat(seed, present - {str(c["name"])}, tier, k) for c in causes}
+    own = _window_stat(line)
+    if own is None or clean is None or ref is None or any(v is None for v in without.values()):
+        return None
+    t = truth.judge(own, without, clean, ref,
+                    [(str(c["name"]), str(c["kind"]), str(c["class"]), str(c["tier"])) for c in causes], _slo_s(line))  # fmt: skip
+    return {**t.to_dict(), "primary": truth.primary_regime(t.causes), "healthy": t.healthy}
 
 
 def truth_as_verdict(t: cm.Truth) -> cm.Verdict:
@@ -106,28 +162,50 @@ def by_excess(ta: Mapping[Key, cm.Truth], tb: Mapping[Key, cm.Truth]) -> dict[st
     return {b: {"windows": tally[b][0], "same_class": _rate(tally[b][1], tally[b][0])} for b in order if b in tally}
 
 
-def compare(first: Sequence[LabelledWindow], second: Sequence[LabelledWindow], confident_bar: float) -> dict[str, Any]:
-    """The second generation's truth scored against the first's (and the reverse), and the
-    classifier on each, over the windows both generations measured."""
+def _key(line: Mapping[str, Any]) -> Key:
+    return (int(line["seed"]), str(line["run"]), str(line["tier"]), int(line["window"]))
+
+
+def _same_class(pairs: Sequence[tuple[cm.Truth, cm.Verdict]]) -> float | None:
+    return _rate(sum(t.primary == v.primary for t, v in pairs), len(pairs))
+
+
+def compare(first_lines: Sequence[Mapping[str, Any]], second_lines: Sequence[Mapping[str, Any]], confident_bar: float) -> dict[str, Any]:
+    """Over the windows both generations measured: the second truth scored against the first (and
+    the reverse); each generation's runs judged against the other's counterfactual runs (what a
+    remeasured twin alone changes: noise no reading of the window itself can foresee); the
+    classifier on each generation."""
+    first, second = labelled(first_lines), labelled(second_lines)
     a, b = _one_view(first), _one_view(second)
     keys = sorted(set(a) & set(b))
     ta = {k: cm.Truth.of(a[k].truth, a[k].tier) for k in keys}
     tb = {k: cm.Truth.of(b[k].truth, b[k].tier) for k in keys}
-    same_class = sum(ta[k].primary == tb[k].primary for k in keys)
     same_set = sum(set(ta[k].causes) == set(tb[k].causes) for k in keys)
+    fwd = [(ta[k], truth_as_verdict(tb[k])) for k in keys]
+    rev = [(tb[k], truth_as_verdict(ta[k])) for k in keys]
+    swapped: dict[str, Any] = {}
+    for label, lines, other, t_own in (("first_runs", first_lines, second_lines, ta), ("second_runs", second_lines, first_lines, tb)):
+        cf = Counterfactuals(other)
+        pairs = []
+        for line in lines:
+            k = _key(line)
+            if k in t_own and (t := rejudge(line, cf)) is not None:
+                pairs.append((t_own[k], truth_as_verdict(cm.Truth.of(t, k[2]))))
+        swapped[label] = {"same_class": _same_class(pairs), **truth_figures(pairs)}
     out: dict[str, Any] = {
         "windows": len(keys),
         "only_first": len(set(a) - set(b)),
         "only_second": len(set(b) - set(a)),
         "seeds": sorted({k[0] for k in keys}),
         "truth": {
-            "same_class": _rate(same_class, len(keys)),
+            "same_class": _same_class(fwd),
             "same_cause_set": _rate(same_set, len(keys)),
             "kinds_kept": {"second_in_first": by_kind(ta, tb), "first_in_second": by_kind(tb, ta)},
             "by_excess": by_excess(ta, tb),
-            "second_against_first": truth_figures([(ta[k], truth_as_verdict(tb[k])) for k in keys]),
-            "first_against_second": truth_figures([(tb[k], truth_as_verdict(ta[k])) for k in keys]),
+            "second_against_first": truth_figures(fwd),
+            "first_against_second": truth_figures(rev),
         },
+        "twins_remeasured": swapped,
         "inferslice": {},
     }
     for source in sorted({w.source for w in (*first, *second)}):
@@ -158,28 +236,36 @@ def _cell(f: Mapping[str, Any], cls: str, tier: str) -> tuple[int, float | None]
 
 
 def markdown(r: Mapping[str, Any], tiers: Sequence[str] = ("all", "free", "standard", "premium")) -> str:
-    t = r["truth"]
-    fwd, rev = t["second_against_first"], t["first_against_second"]
+    t, sw = r["truth"], r["twins_remeasured"]
+    views = [
+        ("truth 2 on 1", t["second_against_first"]),
+        ("truth 1 on 2", t["first_against_second"]),
+        ("run 1, twins 2", sw["first_runs"]),
+        ("run 2, twins 1", sw["second_runs"]),
+    ]
     sources = sorted(r["inferslice"])
     lines = [
         f"{r['windows']} windows measured in both generations (seeds {', '.join(map(str, r['seeds']))});"
         f" {r['only_first']} only in the first, {r['only_second']} only in the second.",
-        f"Same truth class: {_pct(t['same_class'])} %; same cause set: {_pct(t['same_cause_set'])} %.",
+        f"Same truth class: {_pct(t['same_class'])} %; same cause set: {_pct(t['same_cause_set'])} %. With only the"
+        f" counterfactual twins remeasured (each generation's runs judged against the other's twins): same class"
+        f" {_pct(sw['first_runs']['same_class'])} / {_pct(sw['second_runs']['same_class'])} %.",
         "",
-        "AC@1 per (class, tier), % (windows): the remeasured truth as a verdict on the first truth and the reverse;"
-        " inferslice on each generation, " + " / ".join(sources) + ".",
+        "AC@1 per (class, tier), % (windows), of one truth as a verdict on another; inferslice on each generation, "
+        + " / ".join(sources)
+        + ".",
         "",
-        "| class / tier | truth 2 on truth 1 | truth 1 on truth 2 | inferslice, 1st | inferslice, 2nd |",
-        "|---|---|---|---|---|",
+        "| class / tier | " + " | ".join(v for v, _ in views) + " | inferslice, 1st | inferslice, 2nd |",
+        "|---|" + "---|" * (len(views) + 2),
     ]
     for cls in cm.CLASSES:
         for tier in tiers:
-            n1, x1 = _cell(fwd, cls, tier)
-            n2, x2 = _cell(rev, cls, tier)
-            if not (n1 or n2):
+            cells = [_cell(f, cls, tier) for _, f in views]
+            if not any(n for n, _ in cells):
                 continue
             ours = [" / ".join(_pct(_cell(r["inferslice"][s][g], cls, tier)[1]) for s in sources) for g in ("first", "second")]
-            lines.append(f"| {cls} / {tier} | {_pct(x1)} ({n1}) | {_pct(x2)} ({n2}) | {ours[0]} | {ours[1]} |")
+            shown = " | ".join(f"{_pct(x)} ({n})" for n, x in cells)
+            lines.append(f"| {cls} / {tier} | {shown} | {ours[0]} | {ours[1]} |")
     kk = t["kinds_kept"]
     lines += ["", "Each cause kind kept in the truth when measured again, % (windows): second in first / first in second:", ""]
     for kind in sorted(set(kk["second_in_first"]) | set(kk["first_in_second"])):
@@ -188,10 +274,10 @@ def markdown(r: Mapping[str, Any], tiers: Sequence[str] = ("all", "free", "stand
     lines += ["", "Same truth class by the larger TTFT excess of the two generations, % (windows):", ""]
     lines += [f"- {b}: {_pct(v['same_class'])} ({v['windows']})" for b, v in t["by_excess"].items()]
     lines += ["", "Exact cause set per compound pair, % (windows):", ""]
-    lines += ["| pair | truth 2 on truth 1 | truth 1 on truth 2 |", "|---|---|---|"]
-    for pair in sorted(set(fwd["compound"]) | set(rev["compound"])):
-        f, g = fwd["compound"].get(pair) or {}, rev["compound"].get(pair) or {}
-        lines.append(f"| {pair} | {_pct(f.get('accuracy'))} ({f.get('windows', 0)}) | {_pct(g.get('accuracy'))} ({g.get('windows', 0)}) |")
+    lines += ["| pair | " + " | ".join(v for v, _ in views) + " |", "|---|" + "---|" * len(views)]
+    for pair in sorted(set().union(*(f["compound"] for _, f in views))):
+        pairs = [f["compound"].get(pair) or {} for _, f in views]
+        lines.append(f"| {pair} | " + " | ".join(f"{_pct(c.get('accuracy'))} ({c.get('windows', 0)})" for c in pairs) + " |")
     lines += ["", "Attribution error, pp (pairs): mean / P90 on pairs whose true share is > 0; all pairs beside.", ""]
     lines += ["| what | true share > 0 | all pairs |", "|---|---|---|"]
 
@@ -199,8 +285,8 @@ def markdown(r: Mapping[str, Any], tiers: Sequence[str] = ("all", "free", "stand
         p, e = a["true_share_positive"], a["all_pairs"]
         return (f"{_pp(p['mean_pp'])} / {_pp(p['p90_pp'])} ({p['pairs']})", f"{_pp(e['mean_pp'])} ({e['pairs']})")
 
-    lines.append("| truth 2 on truth 1 | {} | {} |".format(*att(fwd["attribution"])))
-    lines.append("| truth 1 on truth 2 | {} | {} |".format(*att(rev["attribution"])))
+    for label, f in views:
+        lines.append(f"| {label} | " + " | ".join(att(f["attribution"])) + " |")
     for s in sources:
         for g, label in (("first", "1st"), ("second", "2nd")):
             lines.append(f"| inferslice, {s}, {label} | " + " | ".join(att(r["inferslice"][s][g]["attribution"])) + " |")
@@ -217,15 +303,20 @@ def add_subcommand(csub: Any) -> None:
     p.add_argument("--out", type=Path, default=None, help="directory for repeat.json and repeat.md (default: print only)")
 
 
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    """A corpus directory's windows (or one windows.jsonl[.gz])."""
+    files = [path] if path.is_file() else corpus_files(path) or sorted(path.glob("windows.jsonl*"))
+    return [r for f in files for r in read_jsonl(f)]
+
+
 def main(args: argparse.Namespace) -> int:
-    from inferslice.bench.corpus_score import load
     from inferslice.diagnosis import CONFIDENT
 
-    first, second = load([args.first]), load([args.second])
+    first, second = read_lines(args.first), read_lines(args.second)
     if not first or not second:
         raise ValueError(f"no corpus window in {args.first if not first else args.second}")
-    seeds = {w.seed for w in second}
-    result = compare([w for w in first if w.seed in seeds], second, CONFIDENT)
+    seeds = {int(r["seed"]) for r in second}
+    result = compare([r for r in first if int(r["seed"]) in seeds], second, CONFIDENT)
     if not result["windows"]:
         raise ValueError("the two generations share no window (seed, twin, tier, window)")
     text = markdown(result)

@@ -32,11 +32,15 @@ from typing import Any
 
 import numpy as np
 
+from inferslice.diagnosis import Regime
+
 STATS = ("ttft", "tpot")
 TRUTH_SHARE = 0.25  # issue 17: a cause is in the truth set when removing it removes >= 25 % of the excess
 MATERIAL_RATIO = 1.5  # a tail 1.5x its reference is visibly worse (the SLO is judged on P99 TTFT alone)
 MATERIAL_FLOOR_S = {"ttft": 0.05, "tpot": 0.005}  # and by more than noise: 50 ms of TTFT, 5 ms per token
 QUANTILE = 99.0
+PRIORITY = ("network", "compute", "queue")  # a compound truth's primary: the remedy that comes first
+REGIME = {"network": Regime.NETWORK_LIMITED.value, "compute": Regime.COMPUTE_LIMITED.value, "queue": Regime.QUEUE_LIMITED.value}
 
 
 @dataclass(frozen=True)
@@ -211,6 +215,11 @@ def judge(
         clean_breach=clean_breach,
         reference_s=dict(ref),
     )
+
+
+def primary_regime(classes: Sequence[str]) -> str:
+    """The regime a truth set names first: the class whose remedy comes first (network, compute, queue)."""
+    return next((REGIME[c] for c in PRIORITY if c in classes), Regime.HEALTHY.value)
 
 
 def finite(x: float | None) -> float | None:

@@ -50,9 +50,7 @@ def test_truth_as_verdict_keeps_the_whole_cause_set_primary_first() -> None:
 
 
 def test_compare_scores_the_second_truth_on_the_first_and_the_reverse() -> None:
-    from inferslice.bench.corpus_windows import labelled
-
-    r = corpus_repeat.compare(labelled(FIRST), labelled(SECOND), confident_bar=0.6)
+    r = corpus_repeat.compare(FIRST, SECOND, confident_bar=0.6)
     assert (r["windows"], r["only_first"], r["only_second"]) == (4, 1, 0)  # window 5 was measured once
     assert r["truth"]["same_class"] == 0.75
     fwd, rev = r["truth"]["second_against_first"], r["truth"]["first_against_second"]
@@ -71,9 +69,7 @@ def test_compare_scores_the_second_truth_on_the_first_and_the_reverse() -> None:
 
 
 def test_identical_generations_agree_everywhere() -> None:
-    from inferslice.bench.corpus_windows import labelled
-
-    r = corpus_repeat.compare(labelled(FIRST), labelled(FIRST), confident_bar=0.6)
+    r = corpus_repeat.compare(FIRST, FIRST, confident_bar=0.6)
     assert r["truth"]["same_cause_set"] == 1.0
     for cls, cells in r["truth"]["second_against_first"]["ac1"].items():
         assert all(c["ac1"] == 1.0 for c in cells.values()), cls
@@ -126,3 +122,59 @@ def test_kinds_kept_and_agreement_by_excess() -> None:
         "< 0.1 s": {"windows": 1, "same_class": 0.0},
         ">= 0.5 s": {"windows": 1, "same_class": 1.0},
     }
+
+
+def run_line(run: str, ttft_s: float, causes: list[dict[str, Any]], ref_s: float = 0.1) -> dict[str, Any]:
+    """A line of seed 7's window 3 on Standard in the generator's format, its truth left to ``rejudge``."""
+    r = line(7, 3, {"reference_s": {"ttft": ref_s, "tpot": 0.02}})
+    stats = {"p99_ttft_s": ttft_s, "p99_tpot_s": 0.02, "ttft_requests": 30, "tpot_requests": 30, "failed": 0}
+    return r | {"id": f"s7-{run}-standard-w03", "run": run, "stats": stats, "causes": causes}
+
+
+CAP = {"name": "c0", "kind": "cap", "class": "network", "tier": "standard"}
+
+
+def test_rejudge_finds_the_twin_without_each_cause_and_the_clean_reference() -> None:
+    lines = [run_line("clean", 0.1, []), run_line("all", 1.1, [CAP])]
+    t = corpus_repeat.rejudge(lines[1], corpus_repeat.Counterfactuals(lines))
+    # excess 1.1 - 0.1 s; removing the cap takes it back to 0.1: all of it
+    assert t is not None and t["causes"] == ("network",) and t["primary"] == "network_limited"
+    assert t["shares"] == {"network": 1.0} and t["excess_s"]["ttft"] == pytest.approx(1.0)
+    # the clean twin's own window: no cause, and nothing material
+    clean = corpus_repeat.rejudge(lines[0], corpus_repeat.Counterfactuals(lines))
+    assert clean is not None and clean["healthy"] and clean["causes"] == ()
+    # a generation without the twin the window needs cannot judge it
+    assert corpus_repeat.rejudge(lines[1], corpus_repeat.Counterfactuals(lines[1:])) is None
+
+
+def test_twins_remeasured_judge_each_run_against_the_other_generations_twins() -> None:
+    # first generation: the cap explains the whole excess; second: its clean twin ran slow (0.9 s),
+    # so the same cap removes only 0.2 of the run's 1.0 s excess (20 % < 25 %): not in its truth
+    def gen(clean_s: float, all_s: float) -> list[dict[str, Any]]:
+        lines = [run_line("clean", clean_s, []), run_line("all", all_s, [CAP])]
+        cf = corpus_repeat.Counterfactuals(lines)
+        return [r | {"truth": corpus_repeat.rejudge(r, cf)} for r in lines]
+
+    first, second = gen(0.1, 1.1), gen(0.9, 1.1)
+    assert [r["truth"]["primary"] for r in second] == ["healthy", "healthy"]
+    r = corpus_repeat.compare(first, second, confident_bar=0.6)
+    # run 1 (1.1 s) against twins 2 (0.9 s): 0.2 of 1.0 removed, healthy, where its own truth said network
+    assert r["twins_remeasured"]["first_runs"]["ac1"]["network"]["all"]["ac1"] == 0.0
+    # run 2 against twins 1 (0.1 s): the cap removes all of it, network where its own truth said healthy
+    assert r["twins_remeasured"]["second_runs"]["confusion"]["healthy"] == {"healthy": 1, "network": 1}
+    assert r["twins_remeasured"]["first_runs"]["same_class"] == 0.5  # the clean windows agree
+
+
+CORPUS = Path(__file__).resolve().parents[2] / "bench" / "results" / "diagnosis" / "corpus17"
+
+
+@pytest.mark.parametrize("name", ["tune", "test", "blind-v16"])
+def test_rejudge_reproduces_every_committed_truth(name: str) -> None:
+    """The windows' statistics and their clean twin's reference are all the truth rests on: judged
+    again from the committed lines alone, every window's truth is the one the generator wrote from
+    its request records."""
+    lines = corpus_repeat.read_lines(CORPUS / name)
+    assert len(lines) > 500
+    cf = corpus_repeat.Counterfactuals(lines)
+    for r in lines:
+        assert json.dumps(corpus_repeat.rejudge(r, cf), sort_keys=True) == json.dumps(r["truth"], sort_keys=True), r["id"]
