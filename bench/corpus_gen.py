@@ -433,6 +433,7 @@ def seed_windows(top: Topology, plan: RunPlan, runs: Mapping[str, Mapping[str, A
                     "start_s": k * plan.window_s,
                     "end_s": (k + 1) * plan.window_s,
                     "truth": {**t.to_dict(), "primary": truth.primary_regime(t.causes), "healthy": t.healthy},
+                    "truth_version": truth.TRUTH_VERSION,
                     "stats": asdict(w),
                     "snapshots": snaps,
                     "causes": [{**asdict(c), "class": c.cls, "applied": run["applied"].get(c.name)} for c in causes],

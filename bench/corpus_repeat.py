@@ -19,6 +19,7 @@ cannot be told apart by one generation.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -84,6 +85,45 @@ def rejudge(line: Mapping[str, Any], cf: Counterfactuals) -> dict[str, Any] | No
     t = truth.judge(own, without, clean, ref,
                     [(str(c["name"]), str(c["kind"]), str(c["class"]), str(c["tier"])) for c in causes], _slo_s(line))  # fmt: skip
     return {**t.to_dict(), "primary": truth.primary_regime(t.causes), "healthy": t.healthy}
+
+
+def rejudged(lines: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """One corpus file's lines with every truth judged again by today's rules (``truth_version``
+    set after ``truth``), and how many windows changed: truth class, cause set, anything."""
+    cf = Counterfactuals(lines)
+    out: list[dict[str, Any]] = []
+    changed = {"windows": len(lines), "class": 0, "cause_set": 0, "any": 0, "unjudged": 0}
+    for line in lines:
+        t = rejudge(line, cf)
+        if t is None:  # a twin the window needs is missing from the file: leave the line as it is
+            changed["unjudged"] += 1
+            out.append(dict(line))
+            continue
+        old = line.get("truth") or {}
+        changed["class"] += old.get("primary") != t["primary"]
+        changed["cause_set"] += set(old.get("causes") or ()) != set(t["causes"])
+        changed["any"] += json.dumps(old, sort_keys=True) != json.dumps(t, sort_keys=True)
+        new: dict[str, Any] = {}
+        for key, value in line.items():
+            if key == "truth_version":
+                continue
+            new[key] = t if key == "truth" else value
+            if key == "truth":
+                new["truth_version"] = truth.TRUTH_VERSION
+        out.append(new)
+    return out, changed
+
+
+def write_lines(path: Path, lines: Sequence[Mapping[str, Any]]) -> None:
+    """A corpus file as the generator writes it (gzip without a timestamp: the same lines, the same bytes)."""
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    tmp = path.with_name(path.name + ".tmp")
+    if path.suffix == ".gz":
+        with tmp.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as fh:
+            fh.write(data)
+    else:
+        tmp.write_bytes(data)
+    tmp.replace(path)
 
 
 def truth_as_verdict(t: cm.Truth) -> cm.Verdict:
@@ -295,12 +335,16 @@ def markdown(r: Mapping[str, Any], tiers: Sequence[str] = ("all", "free", "stand
     return "\n".join(lines) + "\n"
 
 
-def add_subcommand(csub: Any) -> None:
+def add_subcommands(csub: Any) -> None:
     text = "the same seeds generated twice: how often the remeasured truth (and the classifier) agrees, per cell"
     p = csub.add_parser("repeat", help=text, description=text)
     p.add_argument("first", type=Path, help="a corpus directory or windows.jsonl[.gz]: the first generation")
     p.add_argument("second", type=Path, help="the same seeds generated again")
     p.add_argument("--out", type=Path, default=None, help="directory for repeat.json and repeat.md (default: print only)")
+    text = "judge every window's truth again by today's rules from its statistics (rewrites windows.jsonl[.gz])"
+    r = csub.add_parser("rejudge", help=text, description=text)
+    r.add_argument("dirs", nargs="+", type=Path, help="generated corpus directories or windows.jsonl[.gz] files")
+    r.add_argument("--check", action="store_true", help="write nothing; exit 1 when a window's truth would change")
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
@@ -309,8 +353,27 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
     return [r for f in files for r in read_jsonl(f)]
 
 
+def _rejudge_main(args: argparse.Namespace) -> int:
+    stale = 0
+    for d in args.dirs:
+        files = [d] if d.is_file() else corpus_files(d) or sorted(d.glob("windows.jsonl*"))
+        if not files:
+            raise ValueError(f"no windows.jsonl[.gz] in {d}")
+        for f in files:
+            lines, changed = rejudged(list(read_jsonl(f)))
+            stale += changed["any"]
+            print(f"{f}: {changed['windows']} windows; truth changed in {changed['any']} (class {changed['class']},"
+                  f" cause set {changed['cause_set']}); {changed['unjudged']} without the twins to judge")  # fmt: skip
+            if not args.check:
+                write_lines(f, lines)
+    return 1 if args.check and stale else 0
+
+
 def main(args: argparse.Namespace) -> int:
     from inferslice.diagnosis import CONFIDENT
+
+    if args.corpus_command == "rejudge":
+        return _rejudge_main(args)
 
     first, second = read_lines(args.first), read_lines(args.second)
     if not first or not second:

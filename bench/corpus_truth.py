@@ -14,7 +14,8 @@ TPOT, over those that finished in it), computed from the load generator's own re
   or (P99 TTFT) over the tier's SLO while the reference is under it. An immaterial excess is none:
   the window is healthy;
 - a cause **removes** the statistic's drop from this run to the twin without it (same window), when
-  that drop is itself at least ``MATERIAL_FLOOR_S`` (a smaller one is the twins' noise);
+  that drop is itself at least ``MATERIAL_FLOOR_S`` (a smaller one is the twins' noise); a twin with no
+  request in the window (and none failed) has no excess there, so the cause removes all of it;
 - its **share** is what it removes over the excess (clipped to 0-1), and it is **in the truth set**
   when its share of a material excess is at least ``TRUTH_SHARE`` (25 %) on either statistic.
 
@@ -39,6 +40,9 @@ TRUTH_SHARE = 0.25  # issue 17: a cause is in the truth set when removing it rem
 MATERIAL_RATIO = 1.5  # a tail 1.5x its reference is visibly worse (the SLO is judged on P99 TTFT alone)
 MATERIAL_FLOOR_S = {"ttft": 0.05, "tpot": 0.005}  # and by more than noise: 50 ms of TTFT, 5 ms per token
 QUANTILE = 99.0
+# Bump when a rule below changes what a window's truth is (lines carry it as ``truth_version``; v1 is a
+# line without it). v2: a twin that measured no request in the window removes the whole excess.
+TRUTH_VERSION = 2
 PRIORITY = ("network", "compute", "queue")  # a compound truth's primary: the remedy that comes first
 REGIME = {"network": Regime.NETWORK_LIMITED.value, "compute": Regime.COMPUTE_LIMITED.value, "queue": Regime.QUEUE_LIMITED.value}
 
@@ -74,6 +78,9 @@ class WindowStat:
 
     def get(self, stat: str) -> float | None:
         return self.p99_ttft_s if stat == "ttft" else self.p99_tpot_s
+
+    def requests(self, stat: str) -> int:
+        return self.ttft_requests if stat == "ttft" else self.tpot_requests
 
 
 def _p99(values: Sequence[float]) -> float | None:
@@ -183,6 +190,12 @@ def judge(
         share: dict[str, float | None] = {}
         for s in STATS:
             v, tv = window.get(s), (twin.get(s) if twin is not None else None)
+            if v is not None and tv is None and twin is not None and twin.requests(s) == 0 and twin.failed == 0:
+                # The twin measured no request in this window and lost none: without the cause the window
+                # holds only requests it added or delayed into it (a load step's arrivals, first tokens a
+                # cap held back), so it shows no excess, and removing the cause removes all of it (truth v2;
+                # v1 left the cause out of the truth, and a window 27 s over its reference read healthy).
+                tv = ref.get(s) or 0.0
             removed[s] = None if v is None or tv is None else v - tv
             e = excess[s]
             rm = removed[s]

@@ -206,7 +206,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     corpus_score.add_subcommands(csub)  # calibrate, tune, score
     from inferslice.bench import corpus_repeat
 
-    corpus_repeat.add_subcommand(csub)
+    corpus_repeat.add_subcommands(csub)  # repeat, rejudge
     text = "rewrite the figures marked <!-- fig:... --> in the docs from the committed results (bench/docfigs.py)"
     p = sub.add_parser("docs", help=text, description=text)
     p.add_argument("--check", action="store_true", help="change nothing; exit 1 listing every figure that differs from its result")
@@ -279,7 +279,7 @@ def _run_docs(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.bench == "docs":
         return _run_docs(args)
-    if args.bench == "corpus" and args.corpus_command == "repeat":
+    if args.bench == "corpus" and args.corpus_command in ("repeat", "rejudge"):
         from inferslice.bench import corpus_repeat
 
         try:

@@ -12,6 +12,7 @@ import pytest
 
 from inferslice.bench import corpus_metrics as cm
 from inferslice.bench import corpus_repeat
+from inferslice.bench.corpus_truth import TRUTH_VERSION
 from inferslice.cli import main as cli_main
 
 PRIMARY = {"healthy": "healthy", "network": "network_limited", "queue": "queue_limited", "compute": "compute_limited"}
@@ -99,7 +100,7 @@ def test_repeat_command_names_generations_that_share_nothing(tmp_path: Path, cap
 
 def test_parser_takes_two_corpora() -> None:
     p = argparse.ArgumentParser()
-    corpus_repeat.add_subcommand(p.add_subparsers(dest="c"))
+    corpus_repeat.add_subcommands(p.add_subparsers(dest="c"))
     args = p.parse_args(["repeat", "x", "y"])
     assert (args.first, args.second, args.out) == (Path("x"), Path("y"), None)
 
@@ -171,10 +172,32 @@ CORPUS = Path(__file__).resolve().parents[2] / "bench" / "results" / "diagnosis"
 @pytest.mark.parametrize("name", ["tune", "test", "blind-v16"])
 def test_rejudge_reproduces_every_committed_truth(name: str) -> None:
     """The windows' statistics and their clean twin's reference are all the truth rests on: judged
-    again from the committed lines alone, every window's truth is the one the generator wrote from
-    its request records."""
+    again from the committed lines alone, every window's truth is the one its file holds, at the
+    truth version of today's rules."""
     lines = corpus_repeat.read_lines(CORPUS / name)
     assert len(lines) > 500
     cf = corpus_repeat.Counterfactuals(lines)
     for r in lines:
+        assert r["truth_version"] == TRUTH_VERSION, r["id"]
         assert json.dumps(corpus_repeat.rejudge(r, cf), sort_keys=True) == json.dumps(r["truth"], sort_keys=True), r["id"]
+
+
+def test_rejudge_command_rewrites_an_older_truth_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # truth v1: the load step's twin measured no first token in the window, and the window read healthy
+    v1 = [run_line("clean", 0.1, []), run_line("all", 27.8, [CAP | {"kind": "load", "class": "queue"}])]
+    v1[0] |= {"truth": {"primary": "healthy", "causes": [], "reference_s": {"ttft": 0.1, "tpot": 0.02}}}
+    v1[1]["stats"] |= {"p99_ttft_s": 27.8}
+    v1[0]["stats"] |= {"p99_ttft_s": None, "ttft_requests": 0}
+    v1[1] |= {"truth": {"primary": "healthy", "causes": [], "reference_s": {"ttft": 0.1, "tpot": 0.02}}}
+    path = tmp_path / "windows.jsonl.gz"
+    corpus_repeat.write_lines(path, v1)
+    assert cli_main(["bench", "corpus", "rejudge", "--check", str(tmp_path)]) == 1
+    assert cli_main(["bench", "corpus", "rejudge", str(tmp_path)]) == 0
+    assert "truth changed in 2 (class 1, cause set 1)" in capsys.readouterr().out
+    lines = corpus_repeat.read_lines(tmp_path)
+    assert [r["truth"]["primary"] for r in lines] == ["healthy", "queue_limited"]
+    assert all(r["truth_version"] == TRUTH_VERSION for r in lines)
+    assert list(lines[1]).index("truth_version") == list(lines[1]).index("truth") + 1  # beside the truth it versions
+    before = path.read_bytes()
+    assert cli_main(["bench", "corpus", "rejudge", "--check", str(tmp_path)]) == 0
+    assert cli_main(["bench", "corpus", "rejudge", str(tmp_path)]) == 0 and path.read_bytes() == before  # the same bytes

@@ -67,6 +67,17 @@ def test_a_missing_twin_window_gives_no_share() -> None:
     assert t.healthy and t.effects[0].share["ttft"] is None
 
 
+def test_a_twin_with_no_request_in_the_window_removes_the_whole_excess() -> None:
+    # a load step's own arrivals fill the window 27.7 s over a 0.1 s reference; the twin without it
+    # measured no first token there (and lost none): without the step the window has no excess at all
+    t = judge(w(27.8), {"c0": WindowStat(None, 0.025, 0, 4, 0)}, w(0.1), REF, [("c0", "load", "queue", "free")], SLO)
+    assert t.causes == ("queue",) and t.shares == {"queue": 1.0}
+    assert t.effects[0].removed_s["ttft"] == pytest.approx(27.7)
+    # the same, but the twin's requests failed there: what it would have measured is not known
+    t = judge(w(27.8), {"c0": WindowStat(None, 0.025, 0, 4, 2)}, w(0.1), REF, [("c0", "load", "queue", "free")], SLO)
+    assert t.healthy and t.effects[0].share["ttft"] is None
+
+
 def test_materiality() -> None:
     assert material("ttft", 0.55, 0.40, SLO)  # over the SLO from a reference under it, by 150 ms
     assert not material("ttft", 0.60, 0.58, SLO)  # over the SLO, but 20 ms over the reference: noise
