@@ -20,7 +20,7 @@ import datetime as dt
 import hashlib
 import json
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,17 @@ def load(corpus: Sequence[Path]) -> list[LabelledWindow]:
             # rerun beside its blind set) takes its clean twin and each window's predecessor from its own.
             out.extend(labelled(read_jsonl(f)))
     return out
+
+
+def truth_versions(corpus: Sequence[Path], seeds: Iterable[int]) -> list[int]:
+    """The truth versions of the scored seeds' lines (a line without one is v1): a score says which
+    rules its truth was judged by (``corpus_truth.TRUTH_VERSION``)."""
+    chosen = set(seeds)
+    found: set[int] = set()
+    for c in corpus:
+        for f in [c] if c.is_file() else corpus_files(c) or sorted(c.glob("windows.jsonl*")):
+            found |= {int(r.get("truth_version", 1)) for r in read_jsonl(f) if int(r["seed"]) in chosen}
+    return sorted(found)
 
 
 def _pairs(ws: Sequence[LabelledWindow], verdicts: Mapping[str, cm.Verdict]) -> list[tuple[cm.Truth, cm.Verdict]]:
@@ -230,6 +241,7 @@ def markdown(result: Mapping[str, Any]) -> str:
         + (", with uncommitted changes" if code["dirty"] else "")
         + f"; {len(code['files'])} files: bottleneck/, the vocabulary, the corpus reader).",
         f"Windows: {result['windows']} (per source); corpus: {', '.join(result['corpus'])}. Definitions: `bench/corpus_metrics.py`.",
+        f"Truth version: {', '.join(map(str, result.get('truth_versions') or [1]))} (`corpus_truth`; none recorded: v1).",
         f"RCAEval peers ranked: {', '.join(result.get('rca_peers') or []) or 'none'}. RCD {result.get('rcd', RCD_NOT_RUN)}.",
         "",
     ]  # fmt: skip
@@ -372,6 +384,7 @@ def score(
         "tune_seeds": sorted(set(tune_seeds)),
         "corpus": [str(c) for c in corpus],
         "windows": len({w.key for w in ws}),
+        "truth_versions": truth_versions(corpus, chosen),
         "scored_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "code": code_hash(root),
         "rca_peers": sorted(rca) if rca else [],

@@ -175,6 +175,7 @@ def test_one_command_scores_a_split_and_records_the_code_hash(tmp_path: Path) ->
     assert len(views) == 2 * len(rows) and {v.source for v in views} == {"prometheus", "embedded"}
     result = score([corpus], [2, 3], tmp_path / "out", "test", ROOT, tune_seeds=[1])
     assert result["windows"] == 2 * 2 * 9  # seeds 2-3, two twins, nine windows: per source
+    assert result["truth_versions"] == [1]  # lines without a truth_version were judged by v1's rules
     assert result["code"]["sha256"] == code_hash(ROOT)["sha256"] and "bottleneck/classify.py" in result["code"]["files"]
     ours = result["sources"]["prometheus"]["inferslice"]
     assert ours["ac1"]["queue"]["all"] == {"windows": 12, "ac1": 1.0, "ac1_lenient": 1.0}
