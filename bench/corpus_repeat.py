@@ -210,7 +210,13 @@ def _same_class(pairs: Sequence[tuple[cm.Truth, cm.Verdict]]) -> float | None:
     return _rate(sum(t.primary == v.primary for t, v in pairs), len(pairs))
 
 
-def compare(first_lines: Sequence[Mapping[str, Any]], second_lines: Sequence[Mapping[str, Any]], confident_bar: float) -> dict[str, Any]:
+def compare(
+    first_lines: Sequence[Mapping[str, Any]],
+    second_lines: Sequence[Mapping[str, Any]],
+    confident_bar: float,
+    *,
+    classifier: bool = True,
+) -> dict[str, Any]:
     """Over the windows both generations measured: the second truth scored against the first (and
     the reverse); each generation's runs judged against the other's counterfactual runs (what a
     remeasured twin alone changes: noise no reading of the window itself can foresee); the
@@ -248,7 +254,7 @@ def compare(first_lines: Sequence[Mapping[str, Any]], second_lines: Sequence[Map
         "twins_remeasured": swapped,
         "inferslice": {},
     }
-    for source in sorted({w.source for w in (*first, *second)}):
+    for source in sorted({w.source for w in (*first, *second)}) if classifier else ():
         va, vb = _by_key(first, source), _by_key(second, source)
         both = [k for k in keys if k in va and k in vb]
         da = {k: inferslice_verdict(va[k]) for k in both}
@@ -291,12 +297,11 @@ def markdown(r: Mapping[str, Any], tiers: Sequence[str] = ("all", "free", "stand
         f" counterfactual twins remeasured (each generation's runs judged against the other's twins): same class"
         f" {_pct(sw['first_runs']['same_class'])} / {_pct(sw['second_runs']['same_class'])} %.",
         "",
-        "AC@1 per (class, tier), % (windows), of one truth as a verdict on another; inferslice on each generation, "
-        + " / ".join(sources)
-        + ".",
+        "AC@1 per (class, tier), % (windows), of one truth as a verdict on another"
+        + (f"; inferslice on each generation, {' / '.join(sources)}." if sources else "."),
         "",
-        "| class / tier | " + " | ".join(v for v, _ in views) + " | inferslice, 1st | inferslice, 2nd |",
-        "|---|" + "---|" * (len(views) + 2),
+        "| class / tier | " + " | ".join(v for v, _ in views) + (" | inferslice, 1st | inferslice, 2nd |" if sources else " |"),
+        "|---|" + "---|" * (len(views) + (2 if sources else 0)),
     ]
     for cls in cm.CLASSES:
         for tier in tiers:
@@ -305,7 +310,7 @@ def markdown(r: Mapping[str, Any], tiers: Sequence[str] = ("all", "free", "stand
                 continue
             ours = [" / ".join(_pct(_cell(r["inferslice"][s][g], cls, tier)[1]) for s in sources) for g in ("first", "second")]
             shown = " | ".join(f"{_pct(x)} ({n})" for n, x in cells)
-            lines.append(f"| {cls} / {tier} | {shown} | {ours[0]} | {ours[1]} |")
+            lines.append(f"| {cls} / {tier} | {shown} |" + (f" {ours[0]} | {ours[1]} |" if sources else ""))
     kk = t["kinds_kept"]
     lines += ["", "Each cause kind kept in the truth when measured again, % (windows): second in first / first in second:", ""]
     for kind in sorted(set(kk["second_in_first"]) | set(kk["first_in_second"])):
@@ -331,7 +336,8 @@ def markdown(r: Mapping[str, Any], tiers: Sequence[str] = ("all", "free", "stand
         for g, label in (("first", "1st"), ("second", "2nd")):
             lines.append(f"| inferslice, {s}, {label} | " + " | ".join(att(r["inferslice"][s][g]["attribution"])) + " |")
     same = [f"{s} {_pct(r['inferslice'][s]['same_verdict'])} % of {r['inferslice'][s]['windows']}" for s in sources]
-    lines += ["", "inferslice's verdict the same in both generations: " + ", ".join(same) + "."]
+    if same:
+        lines += ["", "inferslice's verdict the same in both generations: " + ", ".join(same) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -341,6 +347,12 @@ def add_subcommands(csub: Any) -> None:
     p.add_argument("first", type=Path, help="a corpus directory or windows.jsonl[.gz]: the first generation")
     p.add_argument("second", type=Path, help="the same seeds generated again")
     p.add_argument("--out", type=Path, default=None, help="directory for repeat.json and repeat.md (default: print only)")
+    p.add_argument("--seeds", default=None, help="only these seeds, A-B or A,B,... (default: every seed of the second)")
+    p.add_argument(
+        "--truth-only",
+        action="store_true",
+        help="leave the classifier out (when the generations' snapshots differ by more than the run, e.g. the exporter)",
+    )
     text = "judge every window's truth again by today's rules from its statistics (rewrites windows.jsonl[.gz])"
     r = csub.add_parser("rejudge", help=text, description=text)
     r.add_argument("dirs", nargs="+", type=Path, help="generated corpus directories or windows.jsonl[.gz] files")
@@ -379,7 +391,12 @@ def main(args: argparse.Namespace) -> int:
     if not first or not second:
         raise ValueError(f"no corpus window in {args.first if not first else args.second}")
     seeds = {int(r["seed"]) for r in second}
-    result = compare([r for r in first if int(r["seed"]) in seeds], second, CONFIDENT)
+    if args.seeds:
+        from inferslice.bench.corpus_draws import parse_seeds
+
+        seeds &= set(parse_seeds(args.seeds))
+    pick = [r for r in second if int(r["seed"]) in seeds]
+    result = compare([r for r in first if int(r["seed"]) in seeds], pick, CONFIDENT, classifier=not args.truth_only)
     if not result["windows"]:
         raise ValueError("the two generations share no window (seed, twin, tier, window)")
     text = markdown(result)

@@ -89,6 +89,21 @@ def test_repeat_command_writes_json_and_markdown(tmp_path: Path, capsys: pytest.
     assert saved["windows"] == 4 and (tmp_path / "out" / "repeat.md").read_text() == shown
 
 
+def test_repeat_command_picks_seeds_and_can_leave_the_classifier_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    both = [*FIRST, line(2, 1, truth("queue"))]
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "windows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in both))
+    out = tmp_path / "out"
+    assert (
+        cli_main(["bench", "corpus", "repeat", "--seeds", "2", "--truth-only", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out)])
+        == 0
+    )
+    saved = json.loads((out / "repeat.json").read_text())
+    assert saved["seeds"] == [2] and saved["windows"] == 1 and saved["inferslice"] == {}
+    assert "inferslice" not in capsys.readouterr().out
+
+
 def test_repeat_command_names_generations_that_share_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
