@@ -35,14 +35,13 @@ from typing import Any
 
 from inferslice.bench.corpus_brief import brief_points
 from inferslice.bench.corpus_eval import PEER_COLUMNS
+from inferslice.bench.corpus_truth import primary_regime
 from inferslice.bottleneck.reference import LearningPolicy, learn_reference
 from inferslice.diagnosis import Diagnosis, Regime, SloState
 from inferslice.snapshot import Reference, SliceSnapshot, snapshot_from_dict
 from inferslice.topology import Topology
 
 CORPUS_FILE = "corpus.jsonl"
-RESOURCE_REGIME = {"queue": Regime.QUEUE_LIMITED.value, "network": Regime.NETWORK_LIMITED.value, "compute": Regime.COMPUTE_LIMITED.value}
-PRIORITY = ("network", "compute", "queue")  # the primary of a compound truth: the remedy that comes first
 INJECTION_SOURCES = ("prometheus", "embedded")
 SERIES_FIELDS = frozenset(PEER_COLUMNS)  # what the RCA peers read of each window
 _LEARN = LearningPolicy(alpha=0.1, min_confidence=0.0, min_samples=1)
@@ -50,8 +49,8 @@ _HEALTHY = Diagnosis(slice="", regime=Regime.HEALTHY, confidence=1.0, slo=SloSta
 
 
 def primary_of(causes: Iterable[str]) -> str:
-    cs = set(causes)
-    return next((RESOURCE_REGIME[c] for c in PRIORITY if c in cs), Regime.HEALTHY.value)
+    """The regime a truth set names first: the remedy that comes first (as the issue-17 corpus's)."""
+    return primary_regime(tuple(causes))
 
 
 def _reference_from(snaps: Sequence[SliceSnapshot]) -> Reference | None:

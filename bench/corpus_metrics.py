@@ -33,11 +33,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from inferslice.bench.corpus_truth import PRIORITY as PRIORITY  # the remedy that comes first: a truth's primary
 from inferslice.snapshot import SliceSnapshot
 
 CLASSES = ("healthy", "queue", "network", "compute")
 CAUSE_CLASSES = ("queue", "network", "compute")
-PRIORITY = ("network", "compute", "queue")  # the remedy that comes first (corpus_gen's primary)
 COMPOUND_PAIRS = (("network", "queue"), ("compute", "queue"), ("compute", "network"))
 REGIME_CLASS = {
     "healthy": "healthy",
@@ -110,7 +110,8 @@ def ranked_primary(v: Verdict) -> str:
     return v.ranking[0] if v.ranking else v.primary
 
 
-def _rate(hits: int, n: int) -> float | None:
+def rate(hits: int, n: int) -> float | None:
+    """A share to four places; ``None`` of nothing."""
     return round(hits / n, 4) if n else None
 
 
@@ -130,7 +131,7 @@ def ac1(pairs: Sequence[tuple[Truth, Verdict]], *, ranked: bool = False, caused_
             c[2] += lenient
     per_class: dict[str, Any] = {}
     for (cls, tier), (n, s, le) in sorted(cells.items()):
-        per_class.setdefault(cls, {})[tier] = {"windows": n, "ac1": _rate(s, n), "ac1_lenient": _rate(le, n)}
+        per_class.setdefault(cls, {})[tier] = {"windows": n, "ac1": rate(s, n), "ac1_lenient": rate(le, n)}
     return per_class
 
 
@@ -145,7 +146,7 @@ def healthy_by_clean_twin(pairs: Sequence[tuple[Truth, Verdict]]) -> dict[str, A
             if t.primary == "healthy" and t.clean_breach is breach:
                 said[v.primary] += 1
         n = sum(said.values())
-        out[key] = {"windows": n, "ac1": _rate(said.get("healthy", 0), n), "said": dict(sorted(said.items()))}
+        out[key] = {"windows": n, "ac1": rate(said.get("healthy", 0), n), "said": dict(sorted(said.items()))}
     return out
 
 
@@ -162,7 +163,7 @@ def named(pairs: Sequence[tuple[Truth, Verdict]], *, ranked: bool = False) -> di
         said[top] += 1
         n += 1
         right += top == t.primary
-    return {"windows": n, "accuracy": _rate(right, n), "share": {c: _rate(k, n) for c, k in sorted(said.items())}}
+    return {"windows": n, "accuracy": rate(right, n), "share": {c: rate(k, n) for c, k in sorted(said.items())}}
 
 
 SHOWN_LINK_RATIO = 0.8  # a link at 80 % of its cap or rate: a shaper delivers 85-95 % of its rate when it binds
@@ -209,7 +210,7 @@ def ac1_cause_shown(pairs: Iterable[tuple[Truth, Verdict, SliceSnapshot]]) -> di
         c[k] += 1
         c[k + 1] += v.primary == t.primary
     return {
-        cls: {"shown": {"windows": a, "ac1": _rate(b, a)}, "not_shown": {"windows": x, "ac1": _rate(y, x)}}
+        cls: {"shown": {"windows": a, "ac1": rate(b, a)}, "not_shown": {"windows": x, "ac1": rate(y, x)}}
         for cls, (a, b, x, y) in sorted(tally.items())
     }
 
@@ -229,7 +230,7 @@ def compound(pairs: Iterable[tuple[Truth, Verdict]]) -> dict[str, dict[str, Any]
         if key in tally:
             tally[key][0] += 1
             tally[key][1] += set(v.causes) == set(t.causes)
-    return {"+".join(k): {"windows": n, "exact": hits, "accuracy": _rate(hits, n)} for k, (n, hits) in tally.items()}
+    return {"+".join(k): {"windows": n, "exact": hits, "accuracy": rate(hits, n)} for k, (n, hits) in tally.items()}
 
 
 def _p90(xs: Sequence[float]) -> float | None:
@@ -297,7 +298,7 @@ def confident_share(pairs: Iterable[tuple[Truth, Verdict]], bar: float) -> dict[
         sure = v.primary != "unknown" and v.confidence is not None and v.confidence >= bar
         c[1] += sure
         c[2] += sure and v.primary == t.primary
-    return {cls: {"windows": n, "confident": _rate(k, n), "confident_and_right": _rate(r, n)} for cls, (n, k, r) in sorted(tally.items())}
+    return {cls: {"windows": n, "confident": rate(k, n), "confident_and_right": rate(r, n)} for cls, (n, k, r) in sorted(tally.items())}
 
 
 def network_causes(pairs: Iterable[tuple[Truth, Verdict]]) -> dict[str, Any]:
@@ -311,7 +312,7 @@ def network_causes(pairs: Iterable[tuple[Truth, Verdict]]) -> dict[str, Any]:
     out = {}
     for kind, named in sorted(tally.items()):
         n = sum(named.values())
-        out[kind] = {"windows": n, "expected": EXPECTED_NETWORK_CAUSE[kind], "accuracy": _rate(named[EXPECTED_NETWORK_CAUSE[kind]], n),
+        out[kind] = {"windows": n, "expected": EXPECTED_NETWORK_CAUSE[kind], "accuracy": rate(named[EXPECTED_NETWORK_CAUSE[kind]], n),
                      "named": dict(named)}  # fmt: skip
     return out
 

@@ -27,22 +27,40 @@ from typing import Any
 
 from inferslice.bench import corpus_metrics as cm
 from inferslice.bench import corpus_truth as truth
-from inferslice.bench.corpus_windows import LabelledWindow, corpus_files, inferslice_verdict, labelled, read_jsonl
+from inferslice.bench.corpus_score import files_of
+from inferslice.bench.corpus_windows import LabelledWindow, inferslice_verdict, labelled, read_jsonl
 
 Key = tuple[int, str, str, int]  # (seed, twin, tier, window): the window whichever generation measured it
 
 
+class MalformedLine(ValueError):
+    """A corpus line without the fields a truth is judged from (named by its id)."""
+
+
+def _malformed(line: Mapping[str, Any], err: Exception) -> MalformedLine:
+    return MalformedLine(f"corpus line {line.get('id', '?')!r}: {type(err).__name__} {err}")
+
+
 class Counterfactuals:
     """One generation's lines indexed for re-judging a window: every window's statistics by
-    (seed, twin, tier, window), and each seed's twins by the causes they ran with."""
+    (seed, twin, tier, window), each seed's twins by the causes they ran with, and each tier's
+    reference (its clean twin's, the same on every line of that twin)."""
 
     def __init__(self, lines: Sequence[Mapping[str, Any]]) -> None:
         self.lines: dict[Key, Mapping[str, Any]] = {}
         self.runs: dict[int, dict[frozenset[str], str]] = {}
+        self.references: dict[tuple[int, str], Mapping[str, float | None]] = {}
         for r in lines:
-            seed = int(r["seed"])
-            self.lines[(seed, str(r["run"]), str(r["tier"]), int(r["window"]))] = r
-            self.runs.setdefault(seed, {})[frozenset(str(c["name"]) for c in r.get("causes") or ())] = str(r["run"])
+            try:
+                seed, run, tier = int(r["seed"]), str(r["run"]), str(r["tier"])
+                self.lines[(seed, run, tier, int(r["window"]))] = r
+                present = frozenset(str(c["name"]) for c in r.get("causes") or ())
+            except (KeyError, TypeError, ValueError) as err:
+                raise _malformed(r, err) from None
+            self.runs.setdefault(seed, {})[present] = run
+            ref = (r.get("truth") or {}).get("reference_s")
+            if not present and ref is not None:
+                self.references.setdefault((seed, tier), ref)
 
     def stat(self, seed: int, causes: frozenset[str], tier: str, window: int) -> truth.WindowStat | None:
         run = self.runs.get(seed, {}).get(causes)
@@ -50,9 +68,7 @@ class Counterfactuals:
         return _window_stat(line) if line is not None else None
 
     def reference(self, seed: int, tier: str) -> Mapping[str, float | None] | None:
-        run = self.runs.get(seed, {}).get(frozenset())
-        line = next((v for k, v in self.lines.items() if k[:3] == (seed, run, tier)), None) if run is not None else None
-        return (line.get("truth") or {}).get("reference_s") if line is not None else None
+        return self.references.get((seed, tier))
 
 
 def _window_stat(line: Mapping[str, Any]) -> truth.WindowStat | None:
@@ -71,25 +87,30 @@ def _slo_s(line: Mapping[str, Any]) -> float | None:
 
 def rejudge(line: Mapping[str, Any], cf: Counterfactuals) -> dict[str, Any] | None:
     """A window's truth from its own run's statistics and the counterfactual runs of ``cf`` (its
-    twins without each cause, its clean twin and the reference that twin measured): with ``cf`` the
-    window's own generation this is the truth the generator wrote; with the other generation's, the
-    same window judged against remeasured twins. ``None`` when ``cf`` lacks a twin it needs."""
-    seed, tier, k = int(line["seed"]), str(line["tier"]), int(line["window"])
-    causes = list(line.get("causes") or ())
-    present = frozenset(str(c["name"]) for c in causes)
-    clean, ref = cf.stat(seed, frozenset(), tier, k), cf.reference(seed, tier)
-    without = {str(c["name"]): cf.stat(seed, present - {str(c["name"])}, tier, k) for c in causes}
+    twins without each cause, its clean twin and the reference that twin measured). With ``cf`` the
+    window's own generation this is the truth the generator writes (``corpus_gen.seed_windows``);
+    with the other generation's, the same window judged against remeasured twins. ``None`` (left
+    unjudged) when ``cf`` lacks a twin or reference it needs, or no snapshot names the tier's SLO
+    (the generator reads it from the topology; a truth judged without it would differ)."""
+    try:
+        seed, tier, k = int(line["seed"]), str(line["tier"]), int(line["window"])
+        causes = [(str(c["name"]), str(c["kind"]), str(c["class"]), str(c["tier"])) for c in line.get("causes") or ()]
+    except (KeyError, TypeError, ValueError) as err:
+        raise _malformed(line, err) from None
+    present = frozenset(name for name, *_ in causes)
+    clean, ref, slo = cf.stat(seed, frozenset(), tier, k), cf.reference(seed, tier), _slo_s(line)
+    without = {name: cf.stat(seed, present - {name}, tier, k) for name, *_ in causes}
     own = _window_stat(line)
-    if own is None or clean is None or ref is None or any(v is None for v in without.values()):
+    if own is None or clean is None or ref is None or slo is None or any(v is None for v in without.values()):
         return None
-    t = truth.judge(own, without, clean, ref,
-                    [(str(c["name"]), str(c["kind"]), str(c["class"]), str(c["tier"])) for c in causes], _slo_s(line))  # fmt: skip
+    t = truth.judge(own, without, clean, ref, causes, slo)
     return {**t.to_dict(), "primary": truth.primary_regime(t.causes), "healthy": t.healthy}
 
 
 def rejudged(lines: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """One corpus file's lines with every truth judged again by today's rules (``truth_version``
-    set after ``truth``), and how many windows changed: truth class, cause set, anything."""
+    right after ``truth``), and how many windows changed: truth class, cause set, anything (a line
+    whose truth is the same but whose version is not counts as a change: it would be rewritten)."""
     cf = Counterfactuals(lines)
     out: list[dict[str, Any]] = []
     changed = {"windows": len(lines), "class": 0, "cause_set": 0, "any": 0, "unjudged": 0}
@@ -102,7 +123,8 @@ def rejudged(lines: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], 
         old = line.get("truth") or {}
         changed["class"] += old.get("primary") != t["primary"]
         changed["cause_set"] += set(old.get("causes") or ()) != set(t["causes"])
-        changed["any"] += json.dumps(old, sort_keys=True) != json.dumps(t, sort_keys=True)
+        stale = line.get("truth_version") != truth.TRUTH_VERSION or "truth" not in line
+        changed["any"] += stale or json.dumps(old, sort_keys=True) != json.dumps(t, sort_keys=True)
         new: dict[str, Any] = {}
         for key, value in line.items():
             if key == "truth_version":
@@ -110,14 +132,19 @@ def rejudged(lines: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], 
             new[key] = t if key == "truth" else value
             if key == "truth":
                 new["truth_version"] = truth.TRUTH_VERSION
+        if "truth" not in new:
+            new |= {"truth": t, "truth_version": truth.TRUTH_VERSION}
         out.append(new)
     return out, changed
 
 
 def write_lines(path: Path, lines: Sequence[Mapping[str, Any]]) -> None:
-    """A corpus file as the generator writes it (gzip without a timestamp: the same lines, the same bytes)."""
+    """A corpus file, one JSON line a window; gzipped (without a timestamp: the same lines give the
+    same bytes) when its name ends in .gz, as the committed corpora are. Written beside under a
+    hidden name, then renamed: an interrupted write leaves the file as it was, and no partial file
+    that a ``windows.jsonl*`` glob would read."""
     data = "".join(json.dumps(line) + "\n" for line in lines).encode()
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f".{path.name}.tmp")
     if path.suffix == ".gz":
         with tmp.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as fh:
             fh.write(data)
@@ -131,10 +158,6 @@ def truth_as_verdict(t: cm.Truth) -> cm.Verdict:
     rest = tuple(c for c in cm.PRIORITY if c in t.causes and c != t.primary)
     causes = (t.primary, *rest) if t.primary != "healthy" else ()
     return cm.Verdict(primary=t.primary, causes=causes, shares=dict(t.shares), confidence=1.0)
-
-
-def _rate(hits: int, n: int) -> float | None:
-    return round(hits / n, 4) if n else None
 
 
 def _by_key(ws: Sequence[LabelledWindow], source: str | None) -> dict[Key, LabelledWindow]:
@@ -169,7 +192,7 @@ def _verdict_figures(pairs: Sequence[tuple[cm.Truth, cm.Verdict]], bar: float) -
     }
 
 
-EXCESS_BINS_S = (0.1, 0.5)  # a tenth of the 0.5 s SLO, and the SLO itself: where a P99's excess is small, large, a breach
+EXCESS_BINS_S = (0.1, 0.5)  # a fifth of the 0.5 s SLO, and the SLO itself: an excess small, large, a breach's worth
 
 
 def by_kind(ta: Mapping[Key, cm.Truth], tb: Mapping[Key, cm.Truth]) -> dict[str, Any]:
@@ -180,7 +203,7 @@ def by_kind(ta: Mapping[Key, cm.Truth], tb: Mapping[Key, cm.Truth]) -> dict[str,
             c = tally.setdefault(kind, [0, 0])
             c[0] += 1
             c[1] += kind in tb[k].kinds
-    return {kind: {"windows": n, "kept": _rate(hits, n)} for kind, (n, hits) in sorted(tally.items())}
+    return {kind: {"windows": n, "kept": cm.rate(hits, n)} for kind, (n, hits) in sorted(tally.items())}
 
 
 def _excess_bin(x: float | None) -> str:
@@ -199,7 +222,7 @@ def by_excess(ta: Mapping[Key, cm.Truth], tb: Mapping[Key, cm.Truth]) -> dict[st
         c[0] += 1
         c[1] += t.primary == tb[k].primary
     order = ["immaterial", *(_excess_bin(x) for x in (0.0, *EXCESS_BINS_S))]
-    return {b: {"windows": tally[b][0], "same_class": _rate(tally[b][1], tally[b][0])} for b in order if b in tally}
+    return {b: {"windows": tally[b][0], "same_class": cm.rate(tally[b][1], tally[b][0])} for b in order if b in tally}
 
 
 def _key(line: Mapping[str, Any]) -> Key:
@@ -207,7 +230,7 @@ def _key(line: Mapping[str, Any]) -> Key:
 
 
 def _same_class(pairs: Sequence[tuple[cm.Truth, cm.Verdict]]) -> float | None:
-    return _rate(sum(t.primary == v.primary for t, v in pairs), len(pairs))
+    return cm.rate(sum(t.primary == v.primary for t, v in pairs), len(pairs))
 
 
 def compare(
@@ -245,8 +268,8 @@ def compare(
         "seeds": sorted({k[0] for k in keys}),
         "truth": {
             "same_class": _same_class(fwd),
-            "same_cause_set": _rate(same_set, len(keys)),
-            "kinds_kept": {"second_in_first": by_kind(ta, tb), "first_in_second": by_kind(tb, ta)},
+            "same_cause_set": cm.rate(same_set, len(keys)),
+            "kinds_kept": {"first_in_second": by_kind(ta, tb), "second_in_first": by_kind(tb, ta)},
             "by_excess": by_excess(ta, tb),
             "second_against_first": truth_figures(fwd),
             "first_against_second": truth_figures(rev),
@@ -261,7 +284,7 @@ def compare(
         db = {k: inferslice_verdict(vb[k]) for k in both}
         out["inferslice"][source] = {
             "windows": len(both),
-            "same_verdict": _rate(sum(da[k].primary == db[k].primary for k in both), len(both)),
+            "same_verdict": cm.rate(sum(da[k].primary == db[k].primary for k in both), len(both)),
             "first": _verdict_figures([(ta[k], da[k]) for k in both], confident_bar),
             "second": _verdict_figures([(tb[k], db[k]) for k in both], confident_bar),
         }
@@ -312,9 +335,10 @@ def markdown(r: Mapping[str, Any], tiers: Sequence[str] = ("all", "free", "stand
             shown = " | ".join(f"{_pct(x)} ({n})" for n, x in cells)
             lines.append(f"| {cls} / {tier} | {shown} |" + (f" {ours[0]} | {ours[1]} |" if sources else ""))
     kk = t["kinds_kept"]
-    lines += ["", "Each cause kind kept in the truth when measured again, % (windows): second in first / first in second:", ""]
-    for kind in sorted(set(kk["second_in_first"]) | set(kk["first_in_second"])):
-        f, g = kk["second_in_first"].get(kind) or {}, kk["first_in_second"].get(kind) or {}
+    lines += ["", "Each cause kind kept when measured again, % (windows): of the windows whose first truth holds it,"
+              " the share whose second does too / the reverse:", ""]  # fmt: skip
+    for kind in sorted(set(kk["first_in_second"]) | set(kk["second_in_first"])):
+        f, g = kk["first_in_second"].get(kind) or {}, kk["second_in_first"].get(kind) or {}
         lines.append(f"- {kind}: {_pct(f.get('kept'))} ({f.get('windows', 0)}) / {_pct(g.get('kept'))} ({g.get('windows', 0)})")
     lines += ["", "Same truth class by the larger TTFT excess of the two generations, % (windows):", ""]
     lines += [f"- {b}: {_pct(v['same_class'])} ({v['windows']})" for b, v in t["by_excess"].items()]
@@ -361,14 +385,14 @@ def add_subcommands(csub: Any) -> None:
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
     """A corpus directory's windows (or one windows.jsonl[.gz])."""
-    files = [path] if path.is_file() else corpus_files(path) or sorted(path.glob("windows.jsonl*"))
+    files = files_of(path)
     return [r for f in files for r in read_jsonl(f)]
 
 
 def _rejudge_main(args: argparse.Namespace) -> int:
     stale = 0
     for d in args.dirs:
-        files = [d] if d.is_file() else corpus_files(d) or sorted(d.glob("windows.jsonl*"))
+        files = files_of(d)
         if not files:
             raise ValueError(f"no windows.jsonl[.gz] in {d}")
         for f in files:

@@ -60,10 +60,15 @@ def code_hash(root: Path, paths: Sequence[str] = VERDICT_CODE, exclude: Sequence
     return {"sha256": h.hexdigest(), "files": [str(f.relative_to(root)) for f in files], "git_commit": commit, "dirty": dirty}
 
 
+def files_of(path: Path) -> list[Path]:
+    """A corpus's window files: the path itself, or a directory's ``windows.jsonl[.gz]``."""
+    return [path] if path.is_file() else corpus_files(path) or sorted(path.glob("windows.jsonl*"))
+
+
 def load(corpus: Sequence[Path]) -> list[LabelledWindow]:
     out: list[LabelledWindow] = []
     for c in corpus:
-        for f in [c] if c.is_file() else corpus_files(c) or sorted(c.glob("windows.jsonl*")):
+        for f in files_of(c):
             # One file at a time, as ``committed`` reads them: a seed recorded in two corpora (a dev
             # rerun beside its blind set) takes its clean twin and each window's predecessor from its own.
             out.extend(labelled(read_jsonl(f)))
@@ -72,11 +77,13 @@ def load(corpus: Sequence[Path]) -> list[LabelledWindow]:
 
 def truth_versions(corpus: Sequence[Path], seeds: Iterable[int]) -> list[int]:
     """The truth versions of the scored seeds' lines (a line without one is v1): a score says which
-    rules its truth was judged by (``corpus_truth.TRUTH_VERSION``)."""
+    rules its truth was judged by (``corpus_truth.TRUTH_VERSION``). The files are read a second time
+    here rather than carried on ``LabelledWindow``: ``corpus_windows`` is part of the frozen verdict
+    code, whose hash a blind score checks, and a field there would change it."""
     chosen = set(seeds)
     found: set[int] = set()
     for c in corpus:
-        for f in [c] if c.is_file() else corpus_files(c) or sorted(c.glob("windows.jsonl*")):
+        for f in files_of(c):
             found |= {int(r.get("truth_version", 1)) for r in read_jsonl(f) if int(r["seed"]) in chosen}
     return sorted(found)
 

@@ -191,10 +191,14 @@ def judge(
         for s in STATS:
             v, tv = window.get(s), (twin.get(s) if twin is not None else None)
             if v is not None and tv is None and twin is not None and twin.requests(s) == 0 and twin.failed == 0:
-                # The twin measured no request in this window and lost none: without the cause the window
-                # holds only requests it added or delayed into it (a load step's arrivals, first tokens a
-                # cap held back), so it shows no excess, and removing the cause removes all of it (truth v2;
-                # v1 left the cause out of the truth, and a window 27 s over its reference read healthy).
+                # The twin measured no request in this window and lost none: the statistic is a P99 over
+                # the requests whose first token (TTFT) or end (TPOT) fell in the window, and the twin's
+                # has none, so the twin's window shows no excess; removing the cause removes all of this
+                # one's (truth v2; v1 left the cause out, and a window 27 s over its reference read
+                # healthy). Its requests came from the cause (a load step's arrivals) or were moved into
+                # the window by it (first tokens a cap held back). A twin whose own remaining cause holds
+                # requests past the window still shows them in the window they land in, which is that
+                # window's excess, not this one's: the truth is per window, as the SLO is judged.
                 tv = ref.get(s) or 0.0
             removed[s] = None if v is None or tv is None else v - tv
             e = excess[s]

@@ -88,3 +88,34 @@ def test_the_summary_counts_cells_pairs_and_healthy_windows() -> None:
     assert s["compound_pairs"] == {"network+queue": 5}
     assert s["healthy"]["free"] == 28 and s["windows_per_seed"] == 84 and s["testbed_hours"] == 0.1
     assert "| network | 0 | 10 | 0 |" in markdown(s)
+
+
+def test_rejudge_reproduces_the_generators_truth_from_the_lines_alone() -> None:
+    """``corpus_repeat.rejudge`` finds each window's twins, clean twin and reference in the lines the
+    generator writes, and judges them as it did: every truth of a two-cause seed, including windows
+    whose twin measured no request (the load alone's twin loses window 3's requests here)."""
+    from inferslice.bench.corpus_repeat import Counterfactuals, rejudge
+
+    runs = {
+        "clean": _run("clean", [], 0.0, 0.0),
+        "-c0": _run("-c0", ["c1"], 1.0, 0.0),
+        "-c1": _run("-c1", ["c0"], 0.3, 0.05),
+        "all": _run("all", ["c0", "c1"], 1.3, 0.05),
+    }
+    in_window_3 = [r for r in runs["-c1"]["records"]["standard"] if 18 <= r["start_s"] - T0 + r["ttft_s"] < 24]
+    runs["-c1"]["records"]["standard"] = [r for r in runs["-c1"]["records"]["standard"] if r not in in_window_3]
+    for run in runs.values():  # the SLO as the collectors report it on every snapshot
+        for row in run["snapshots"]:
+            for src in ("prometheus", "embedded"):
+                for snap in row[src].values():
+                    snap["slo_ttft_p99_s"] = TOP.tier(snap["slice"]).slo_ttft_p99_s
+    windows = gen.seed_windows(TOP, PLAN, runs, "test")
+    cf = Counterfactuals(windows)
+    for w in windows:
+        assert rejudge(w, cf) == w["truth"], w["id"]
+    # window 3 of the full run: its twin without the load step (-c1) measured no first token there,
+    # so the step removes all of the TTFT excess (1.3 s), not the 1.0 s of the test above (truth v2)
+    both = next(w for w in windows if (w["run"], w["tier"], w["window"]) == ("all", "standard", 3))
+    load = next(e for e in both["truth"]["effects"] if e["name"] == "c1")
+    assert load["share"]["ttft"] == 1.0 and load["removed_s"]["ttft"] == pytest.approx(1.3)
+    assert both["truth"]["shares"]["queue"] == 1.0 and both["truth_version"] == 2

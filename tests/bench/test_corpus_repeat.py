@@ -104,6 +104,18 @@ def test_repeat_command_picks_seeds_and_can_leave_the_classifier_out(tmp_path: P
     assert "inferslice" not in capsys.readouterr().out
 
 
+def test_rejudge_names_a_malformed_line_and_leaves_one_without_an_slo_unjudged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines = [run_line("clean", 0.1, []), run_line("all", 1.1, [CAP])]
+    no_slo = lines[1] | {"snapshots": {"prometheus": None}}
+    assert corpus_repeat.rejudge(no_slo, corpus_repeat.Counterfactuals(lines)) is None
+    broken = {k: v for k, v in lines[1].items() if k != "window"}
+    corpus_repeat.write_lines(tmp_path / "windows.jsonl", [lines[0], broken])
+    assert cli_main(["bench", "corpus", "rejudge", str(tmp_path)]) != 0
+    err = capsys.readouterr().err
+    assert "s7-all-standard-w03" in err and "window" in err
+    assert [json.loads(x)["run"] for x in (tmp_path / "windows.jsonl").read_text().splitlines()] == ["clean", "all"]  # untouched
+
+
 def test_repeat_command_names_generations_that_share_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

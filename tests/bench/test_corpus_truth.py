@@ -78,6 +78,16 @@ def test_a_twin_with_no_request_in_the_window_removes_the_whole_excess() -> None
     assert t.healthy and t.effects[0].share["ttft"] is None
 
 
+def test_a_twin_with_no_finished_request_removes_the_tpot_excess_and_without_a_reference_the_value() -> None:
+    # TPOT 0.2 s over 0.025 (excess 0.175): the twin without the GPU cut finished no request in the window
+    t = judge(w(0.12, 0.2), {"c0": WindowStat(0.12, None, 5, 0, 0)}, w(0.1), REF, [("c0", "gpu", "compute", "free")], SLO)
+    assert t.causes == ("compute",) and t.effects[0].share == {"ttft": None, "tpot": 1.0}
+    # no clean reference: only an SLO breach is material, the excess is the whole value, and so is the removal
+    t = judge(w(0.9), {"c0": WindowStat(None, 0.025, 0, 3, 0)}, w(0.1), {"ttft": None, "tpot": None},
+              [("c0", "load", "queue", "free")], SLO)  # fmt: skip
+    assert t.excess_s["ttft"] == pytest.approx(0.9) and t.shares == {"queue": 1.0}
+
+
 def test_materiality() -> None:
     assert material("ttft", 0.55, 0.40, SLO)  # over the SLO from a reference under it, by 150 ms
     assert not material("ttft", 0.60, 0.58, SLO)  # over the SLO, but 20 ms over the reference: noise
