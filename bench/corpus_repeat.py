@@ -368,7 +368,7 @@ def markdown(r: Mapping[str, Any], tiers: Sequence[str] = ("all", "free", "stand
 def add_subcommands(csub: Any) -> None:
     text = "the same seeds generated twice: how often the remeasured truth (and the classifier) agrees, per cell"
     p = csub.add_parser("repeat", help=text, description=text)
-    p.add_argument("first", type=Path, help="a corpus directory or windows.jsonl[.gz]: the first generation")
+    p.add_argument("first", type=Path, nargs="+", help="corpus directories or windows.jsonl[.gz]: the first generation")
     p.add_argument("second", type=Path, help="the same seeds generated again")
     p.add_argument("--out", type=Path, default=None, help="directory for repeat.json and repeat.md (default: print only)")
     p.add_argument("--seeds", default=None, help="only these seeds, A-B or A,B,... (default: every seed of the second)")
@@ -411,9 +411,10 @@ def main(args: argparse.Namespace) -> int:
     if args.corpus_command == "rejudge":
         return _rejudge_main(args)
 
-    first, second = read_lines(args.first), read_lines(args.second)
+    first = [r for path in args.first for r in read_lines(path)]
+    second = read_lines(args.second)
     if not first or not second:
-        raise ValueError(f"no corpus window in {args.first if not first else args.second}")
+        raise ValueError(f"no corpus window in {' '.join(map(str, args.first)) if not first else args.second}")
     seeds = {int(r["seed"]) for r in second}
     if args.seeds:
         from inferslice.bench.corpus_draws import parse_seeds

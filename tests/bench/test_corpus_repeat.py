@@ -129,7 +129,9 @@ def test_parser_takes_two_corpora() -> None:
     p = argparse.ArgumentParser()
     corpus_repeat.add_subcommands(p.add_subparsers(dest="c"))
     args = p.parse_args(["repeat", "x", "y"])
-    assert (args.first, args.second, args.out) == (Path("x"), Path("y"), None)
+    assert (args.first, args.second, args.out) == ([Path("x")], Path("y"), None)
+    args = p.parse_args(["repeat", "x", "z", "y", "--seeds", "1-3"])  # a first generation split over two corpora
+    assert (args.first, args.second, args.seeds) == ([Path("x"), Path("z")], Path("y"), "1-3")
 
 
 def test_kinds_kept_and_agreement_by_excess() -> None:
