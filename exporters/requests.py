@@ -10,11 +10,8 @@ Instruments (OTel name -> Prometheus name):
 
 Attributes: ``gen_ai.operation.name``, ``gen_ai.request.model``, ``server.address``, ``slice``, and
 ``error.type`` on failures (duration only: a failed request has no meaningful chunk timing or
-usage). Bucket edges are vLLM's (TTFT, ITL, e2e latency), so the client and engine views line up
-and an SLO of 0.5 s sits on a TTFT bucket edge. Between 0.1 s and 2.5 s, where a tier's tail
-meets its SLO, the client's TTFT histogram adds vLLM's own ITL and e2e edges (0.15 0.2 0.3 0.4,
-1.5 2); its ITL histogram adds vLLM's TTFT edges 0.04 and 0.06, around a decode step's usual gap.
-Every vLLM edge is still an edge, so a client bucket always splits into whole engine buckets.
+usage). Bucket edges are vLLM's (TTFT, ITL, e2e latency) so the client and engine views line up
+and an SLO of 0.5 s sits on a TTFT bucket edge.
 
 Each recorder owns its MeterProvider and registers the reader's collector only in the registry it
 is given, never in prometheus_client's global REGISTRY; ``close()`` unregisters it.
@@ -42,16 +39,10 @@ DURATION = "gen_ai.client.operation.duration"
 TOKEN_USAGE = "gen_ai.client.token.usage"
 
 # vLLM's bucket edges (CONTRACTS.md), so 0.5 s (the TTFT SLO) is a bucket edge.
-VLLM_TTFT_BUCKETS_S: tuple[float, ...] = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-                                          10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-VLLM_ITL_BUCKETS_S: tuple[float, ...] = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                                         20.0, 40.0, 80.0)
-# The client's edges: vLLM's, plus vLLM's own edges of its other latency histograms where the TTFT
-# SLO's neighbourhood had none. With 0.1 -> 0.25 -> 0.5 alone a P99 anywhere between 0.1 and 0.25 s
-# reads as the bucket's upper part (a 6 s window's 30 requests put it in the top 1 %), so a 100 ms
-# WAN delay on a 0.15 s tail did not move it (docs/diagnosis.md, v2). The SLO edge stays.
-TTFT_BUCKETS_S: tuple[float, ...] = tuple(sorted({*VLLM_TTFT_BUCKETS_S, 0.15, 0.2, 0.3, 0.4, 1.5, 2.0}))
-ITL_BUCKETS_S: tuple[float, ...] = tuple(sorted({*VLLM_ITL_BUCKETS_S, 0.04, 0.06}))
+TTFT_BUCKETS_S: tuple[float, ...] = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+                                     20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+ITL_BUCKETS_S: tuple[float, ...] = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+                                    40.0, 80.0)
 LATENCY_BUCKETS_S: tuple[float, ...] = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
                                         240.0, 480.0, 960.0, 1920.0, 7680.0)
 # The semantic conventions' recommended edges for token usage.
