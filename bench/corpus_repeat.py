@@ -1,19 +1,21 @@
 """How repeatable is a window's truth? Two generations of the same draws, window by window (pure core).
 
 A corpus window's truth is itself a measurement: the counterfactual twins are separate testbed runs,
-so whether removing a cause removes >= 25 % of a window's excess depends on that run's scheduling,
+so whether removing a cause removes >= 25 % of a window's excess depends on those runs' scheduling,
 losses and request timing as well as on the draw. Generating the same seeds again (the same plan,
 the same requests and arrival times: ``corpus_draws`` is a pure function of the seed) measures every
 window's truth a second time. This module pairs the two generations' windows by (seed, twin, tier,
-window) and scores the second truth as if it were a method's verdict on the first, with the very
-figures the classifier is scored by (``corpus_metrics``): AC@1 per (class, tier), exact cause sets
-per compound pair, attribution error on pairs whose true share is > 0. Where the remeasured truth
-agrees with the first on only X % of a cell, a score against one measurement cannot certify a
-classifier to better than about X % on that cell: the gap is the measurement's, not the method's.
+window) and scores one truth as if it were a method's verdict on the other, with the very figures
+the classifier is scored by (``corpus_metrics``): AC@1 per (class, tier), exact cause sets per
+compound pair, attribution error on pairs whose true share is > 0.
 
-Beside it, the classifier's own figures on the same windows in each generation (per source), and
-how often its verdicts on the two generations agree: a classifier and a truth equally repeatable
-cannot be told apart by one generation.
+Two comparisons, because they bound different things. The whole truth measured again moves with
+the run itself, which the classifier reads too. A generation's runs judged against the *other*
+generation's twins (``rejudge``) move only with the twins: that is the label noise no reading of
+the window can foresee, and what a score against one measurement cannot see past.
+
+Beside them, the classifier's own figures on the same windows in each generation (per source), and
+how often its verdicts on the two generations agree.
 """
 
 from __future__ import annotations
@@ -160,36 +162,23 @@ def truth_as_verdict(t: cm.Truth) -> cm.Verdict:
     return cm.Verdict(primary=t.primary, causes=causes, shares=dict(t.shares), confidence=1.0)
 
 
-def _by_key(ws: Sequence[LabelledWindow], source: str | None) -> dict[Key, LabelledWindow]:
-    return {w.key: w for w in ws if source is None or w.source == source}
+def _by_key(ws: Sequence[LabelledWindow], source: str) -> dict[Key, LabelledWindow]:
+    return {w.key: w for w in ws if w.source == source}
 
 
-def _one_view(ws: Sequence[LabelledWindow]) -> dict[Key, LabelledWindow]:
-    """One view per window (the truth does not depend on the source): the first source that has it."""
-    out: dict[Key, LabelledWindow] = {}
-    for w in sorted(ws, key=lambda w: w.source):
-        out.setdefault(w.key, w)
-    return out
-
-
-def truth_figures(pairs: Sequence[tuple[cm.Truth, cm.Verdict]]) -> dict[str, Any]:
-    return {
+def truth_figures(pairs: Sequence[tuple[cm.Truth, cm.Verdict]], confident_bar: float | None = None) -> dict[str, Any]:
+    """The figures one truth, or the classifier, reaches against another truth; with the confident
+    bar (a verdict with a confidence) the share of each class's windows read at or above it too."""
+    out = {
         "windows": len(pairs),
         "ac1": cm.ac1(pairs),
         "compound": cm.compound(pairs),
         "confusion": cm.confusion(pairs),
         "attribution": cm.attribution(pairs),
     }
-
-
-def _verdict_figures(pairs: Sequence[tuple[cm.Truth, cm.Verdict]], bar: float) -> dict[str, Any]:
-    return {
-        "windows": len(pairs),
-        "ac1": cm.ac1(pairs),
-        "compound": cm.compound(pairs),
-        "attribution": cm.attribution(pairs),
-        "confident": cm.confident_share(pairs, bar),
-    }
+    if confident_bar is not None:
+        out["confident"] = cm.confident_share(pairs, confident_bar)
+    return out
 
 
 EXCESS_BINS_S = (0.1, 0.5)  # a fifth of the 0.5 s SLO, and the SLO itself: an excess small, large, a breach's worth
@@ -244,11 +233,10 @@ def compare(
     the reverse); each generation's runs judged against the other's counterfactual runs (what a
     remeasured twin alone changes: noise no reading of the window itself can foresee); the
     classifier on each generation."""
-    first, second = labelled(first_lines), labelled(second_lines)
-    a, b = _one_view(first), _one_view(second)
+    a = {_key(r): cm.Truth.of(r.get("truth") or {}, str(r["tier"])) for r in first_lines}
+    b = {_key(r): cm.Truth.of(r.get("truth") or {}, str(r["tier"])) for r in second_lines}
     keys = sorted(set(a) & set(b))
-    ta = {k: cm.Truth.of(a[k].truth, a[k].tier) for k in keys}
-    tb = {k: cm.Truth.of(b[k].truth, b[k].tier) for k in keys}
+    ta, tb = {k: a[k] for k in keys}, {k: b[k] for k in keys}
     same_set = sum(set(ta[k].causes) == set(tb[k].causes) for k in keys)
     fwd = [(ta[k], truth_as_verdict(tb[k])) for k in keys]
     rev = [(tb[k], truth_as_verdict(ta[k])) for k in keys]
@@ -277,7 +265,8 @@ def compare(
         "twins_remeasured": swapped,
         "inferslice": {},
     }
-    for source in sorted({w.source for w in (*first, *second)}) if classifier else ():
+    first, second = (labelled(first_lines), labelled(second_lines)) if classifier else ([], [])
+    for source in sorted({w.source for w in (*first, *second)}):
         va, vb = _by_key(first, source), _by_key(second, source)
         both = [k for k in keys if k in va and k in vb]
         da = {k: inferslice_verdict(va[k]) for k in both}
@@ -285,8 +274,8 @@ def compare(
         out["inferslice"][source] = {
             "windows": len(both),
             "same_verdict": cm.rate(sum(da[k].primary == db[k].primary for k in both), len(both)),
-            "first": _verdict_figures([(ta[k], da[k]) for k in both], confident_bar),
-            "second": _verdict_figures([(tb[k], db[k]) for k in both], confident_bar),
+            "first": truth_figures([(ta[k], da[k]) for k in both], confident_bar),
+            "second": truth_figures([(tb[k], db[k]) for k in both], confident_bar),
         }
     return out
 
