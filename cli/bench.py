@@ -207,6 +207,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from inferslice.bench import corpus_repeat
 
     corpus_repeat.add_subcommands(csub)  # repeat, rejudge
+    from inferslice.bench import corpus_fieldcheck
+
+    corpus_fieldcheck.add_subcommands(csub)
     text = "rewrite the figures marked <!-- fig:... --> in the docs from the committed results (bench/docfigs.py)"
     p = sub.add_parser("docs", help=text, description=text)
     p.add_argument("--check", action="store_true", help="change nothing; exit 1 listing every figure that differs from its result")
@@ -284,6 +287,13 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             return corpus_repeat.main(args)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+    if args.bench == "corpus" and args.corpus_command == "fieldcheck":
+        from inferslice.bench import corpus_fieldcheck
+
+        try:
+            return corpus_fieldcheck.main(args, Path(__file__).resolve().parents[1])
         except ValueError as err:
             raise ConfigError(str(err)) from None
     if args.bench == "corpus" and args.corpus_command not in ("generate", "summary"):  # calibrate, tune, score

@@ -22,19 +22,9 @@ import httpx
 from inferslice.common.ports import free_port
 from inferslice.service.store import Store
 
+from .conftest import wait_ready
+
 TOKEN = "durability-test-token"
-
-
-def _wait(url: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"{url} never answered 200")
 
 
 def test_nothing_acknowledged_is_lost_when_the_api_is_killed(tmp_path: Path) -> None:
@@ -65,7 +55,7 @@ def test_nothing_acknowledged_is_lost_when_the_api_is_killed(tmp_path: Path) -> 
                         acknowledged[slice_name].add(ts)
 
     try:
-        _wait(base + "/readyz")
+        wait_ready(base + "/readyz", proc)
         threads = [threading.Thread(target=writer, args=(k, name)) for k, name in enumerate(["free", "standard", "premium"] * 2)]
         for t in threads:
             t.start()
