@@ -100,7 +100,8 @@ def removal_flips(windows: Iterable[Window], out: FieldCheck, classify_fn: Class
             if name in NOT_DATA or getattr(w.snapshot, name) is None:
                 continue
             out.removals += 1
-            less = classify_fn(dataclasses.replace(w.snapshot, **{name: None}), w.reference)
+            gone: dict[str, Any] = {name: None}
+            less = classify_fn(dataclasses.replace(w.snapshot, **gone), w.reference)
             if confident(less) and less.regime is not full.regime:
                 out.flips.append(Flip(w.id, f"without {name}", _said(full), _said(less)))
 

@@ -309,6 +309,10 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             if ph.link.binding:
                 note = "link at its cap but token delivery holds: utilisation alone is not a bottleneck"
     p99_breached = judge.any_breached
+    # log2 of a ratio carries float rounding (~1e-16): a margin at a bound (the cap's 1.0: a share at
+    # exactly twice its threshold) must not fall either side of it with the unit of time (v17, found by
+    # the scaling property: the same window in ms and in s, 0.55 and 0.64).
+    margin = round(margin, 9)
     if regime is not Regime.UNKNOWN and not idle:  # an idle verdict rests on the three gauges alone
         if snap.tpot_p50_s is None:
             # Judged on the TPOT mean or tail: a median could tell otherwise. A full link starving
