@@ -88,8 +88,8 @@ def run(args: argparse.Namespace) -> int:
         wait_ready(top, state_dir, progress=lambda m: print(m))
         print(f"Prometheus {stack.prometheus.url if stack.prometheus else '-'}   API {stack.api_url}/docs   report -> {out}")
         print(f"operator console {stack.api_url}/console")
-        timeline, judged_from, approval = _play(stack, story, state_dir, out, live=not args.no_live)
-        report = _report(stack, story, timeline, out, judged_from, approval)
+        timeline, judged_from, approval, steal = _play(stack, story, state_dir, out, live=not args.no_live)
+        report = _report(stack, story, timeline, out, judged_from, approval, steal)
         print(report)
         return 0
     except KeyboardInterrupt:
@@ -181,17 +181,21 @@ def _operator_turn(stack: Any, phase: Any, awaited: Any, end: float, judged_from
     return end
 
 
-def _play(stack: Any, story: Any, state_dir: Path, out: Path, live: bool) -> tuple[Timeline, dict[str, float], dict[str, Any] | None]:
-    """Play the story; returns the timeline, when each phase is judged from (where not its start), and
-    the approve segment's account."""
+def _play(
+    stack: Any, story: Any, state_dir: Path, out: Path, live: bool
+) -> tuple[Timeline, dict[str, float], dict[str, Any] | None, dict[str, float | None]]:
+    """Play the story; returns the timeline, when each phase is judged from (where not its start), the
+    approve segment's account, and the host's CPU steal over each phase (``common.hostcpu``)."""
     from rich.console import Console
     from rich.live import Live
 
     from inferslice.cli.demo.approval import WAIT_S, Approval
     from inferslice.cli.demo.view import render, window_key, window_line
+    from inferslice.common import hostcpu
 
     timeline: Timeline = []
     judged_from: dict[str, float] = {}
+    steal: dict[str, float | None] = {}
     approval: Approval | None = None
     console = Console()  # the terminal's width when there is one
     live = live and console.is_terminal  # a log or a pipe gets one line per window, never cursor moves
@@ -201,6 +205,7 @@ def _play(stack: Any, story: Any, state_dir: Path, out: Path, live: bool) -> tup
         _apply(phase, state_dir)
         _control_mode(stack, phase)
         start = time.time()
+        cpu = hostcpu.read()
         awaited = Approval(phase.approve_tier, induced) if phase.control == "approve" and phase.approve_tier else None
         approval = awaited or approval
         longest = phase.duration_s + (WAIT_S if awaited is not None else 0.0)
@@ -231,12 +236,39 @@ def _play(stack: Any, story: Any, state_dir: Path, out: Path, live: bool) -> tup
                     last = key
                     print(window_line(phase, i, total, max(0.0, end - time.time()), now), flush=True)
         timeline.append((phase, start, time.time()))
+        steal[phase.name] = hostcpu.steal_share(cpu, hostcpu.read())
     for tier in list(stack.loads):
         stack.stop_load(tier)
-    return timeline, judged_from, approval.to_dict() if approval is not None else None
+    return timeline, judged_from, approval.to_dict() if approval is not None else None, steal
 
 
-def _report(stack: Any, story: Any, timeline: Timeline, out: Path, judged_from: dict[str, float], approval: dict[str, Any] | None) -> str:
+def _steal_lines(steal: dict[str, float | None]) -> list[str]:
+    """The host's CPU steal per phase, and which phases it starved (their verdicts say little)."""
+    from inferslice.common.hostcpu import STARVED_SHARE
+
+    known = {name: share for name, share in steal.items() if share is not None}
+    if not known:
+        return []
+    said = ", ".join(f"{name} {share:.0%}" for name, share in known.items())
+    lines = ["", f"Host CPU steal (the hypervisor's share of this machine's CPU time) per phase: {said}."]
+    starved = [name for name, share in known.items() if share >= STARVED_SHARE]
+    if starved:
+        lines.append(
+            f"Starved: {', '.join(starved)} (steal >= {STARVED_SHARE:.0%}). Every process froze and woke together there:"
+            " the emulated WAN and GPUs ran late, and their verdicts test the host, not inferslice."
+        )
+    return lines
+
+
+def _report(
+    stack: Any,
+    story: Any,
+    timeline: Timeline,
+    out: Path,
+    judged_from: dict[str, float],
+    approval: dict[str, Any] | None,
+    steal: dict[str, float | None],
+) -> str:
     from inferslice.cli.demo.approval import report_lines
     from inferslice.cli.demo.story import judge
 
@@ -257,6 +289,7 @@ def _report(stack: Any, story: Any, timeline: Timeline, out: Path, judged_from: 
         lines.append(
             f"| {v.phase} | {v.tier} | {v.expected} | {v.observed} | {v.share:.0%} | {v.windows} | {'yes' if v.ok else 'NO'} | {where} |"
         )
+    lines += _steal_lines(steal)
     firing = sorted({(a.get("labels", {}).get("alertname", "?"), a.get("labels", {}).get("slice", "-")) for a in alerts})
     lines += ["", f"Alerts delivered by Alertmanager to the API webhook: {len(alerts)}"]
     lines += [f"- {name} ({tier})" for name, tier in firing]
@@ -273,6 +306,8 @@ def _report(stack: Any, story: Any, timeline: Timeline, out: Path, judged_from: 
     ]
     text = "\n".join(lines) + "\n"
     (out / "demo-report.md").write_text(text)
+    from inferslice.common.hostcpu import STARVED_SHARE
+
     (out / "demo-summary.json").write_text(
         json.dumps(
             {
@@ -286,10 +321,13 @@ def _report(stack: Any, story: Any, timeline: Timeline, out: Path, judged_from: 
                         "end_s": e,
                         "judged_from_s": judged_from.get(p.name, s),
                         "expect_actions": dict(p.expect_actions),
+                        "host_steal_share": steal.get(p.name),
+                        "control": p.control,  # the controller's mode (the approve segment is the "approve" phase's)
                     }
                     for p, s, e in timeline
                 ],
                 "approval": approval,
+                "host_steal_starved_share": STARVED_SHARE,  # .ci/demo_verdicts.py: a phase above it tested the host
             },
             indent=1,
         )

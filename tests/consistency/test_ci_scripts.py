@@ -88,6 +88,42 @@ def test_the_verdict_script_exits_by_the_report(tmp_path: Path) -> None:
     assert subprocess.run([sys.executable, str(script), str(tmp_path / "absent.json")], capture_output=True).returncode == 1
 
 
+def _run(script: Path, summary: dict[str, object], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(summary))
+    return subprocess.run([sys.executable, str(script), str(path)], capture_output=True, text=True)
+
+
+def test_a_miss_only_in_phases_the_host_starved_is_void_and_any_other_miss_fails(tmp_path: Path) -> None:
+    script = ROOT / ".ci" / "demo_verdicts.py"
+    summary = _summary([True] * 6 + [False, True, False])  # remedies / free and premium missed
+    phases = summary["phases"]  # type: ignore[index]
+    for phase, share in zip(phases, (0.01, 0.0, 0.45), strict=True):  # type: ignore[call-overload]
+        phase["host_steal_share"] = share
+    assert _run(script, summary, tmp_path).returncode == 1  # no bar recorded: an older demo, judged as before
+    summary["host_steal_starved_share"] = 0.10
+    done = _run(script, summary, tmp_path)
+    assert done.returncode == 3 and "VOID" in done.stderr and "remedies 45%" in done.stderr
+    summary["verdicts"][0]["ok"] = False  # type: ignore[index]  # baseline / free missed at 1 % steal: inferslice's miss
+    assert _run(script, summary, tmp_path).returncode == 1
+    summary["verdicts"][0]["ok"] = True  # type: ignore[index]
+    phases[2]["host_steal_share"] = None  # unmeasured is not starved
+    assert _run(script, summary, tmp_path).returncode == 1
+
+
+def test_the_approve_segment_belongs_to_the_approve_phase(tmp_path: Path) -> None:
+    script = ROOT / ".ci" / "demo_verdicts.py"
+    summary = _summary([True] * 9)
+    summary["host_steal_starved_share"] = 0.10
+    summary["approval"] = {"tier": "standard", "state": "none"}
+    phases = summary["phases"]  # type: ignore[index]
+    phases[2].update({"control": "approve", "host_steal_share": 0.5})  # type: ignore[union-attr]
+    assert _run(script, summary, tmp_path).returncode == 3
+    phases[2].update({"control": "auto"})  # type: ignore[union-attr]
+    phases[1].update({"control": "approve", "host_steal_share": 0.0})  # type: ignore[union-attr]
+    assert _run(script, summary, tmp_path).returncode == 1
+
+
 def test_junit_summary_counts_and_lists_failures_and_skips() -> None:
     xml = """<testsuites><testsuite name="pytest" tests="3" failures="1" errors="0" skipped="1">
       <testcase classname="tests.a" name="test_ok"/>
