@@ -22,7 +22,7 @@ import json
 import math
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -35,6 +35,7 @@ from inferslice.bench.corpus_draws import Cause, RunPlan, TierPlan
 from inferslice.bench.corpus_windows import EDGE_CAP_KEY, EDGE_CAP_REPORTED
 from inferslice.bottleneck.reference import LearningPolicy, learn_reference
 from inferslice.collectors import MetricSource
+from inferslice.common import hostcpu
 from inferslice.diagnosis import Diagnosis, Regime, SloState
 from inferslice.errors import InferSliceError, PermanentError
 from inferslice.service.platform import Platform, PlatformSettings
@@ -305,6 +306,7 @@ def execute_run(
             links: list[dict[str, float]] = []
             lateness: list[float] = []
             next_poll = t0
+            cpu = hostcpu.read()  # the host's steal per window: a starved host measures itself, not the causes
             for k in range(n_windows):
                 boundary = t0 + (k + 1) * plan.window_s
                 while True:
@@ -321,6 +323,9 @@ def execute_run(
                 # Both sources answer for the window ending at the boundary, however late this loop got
                 # there: Prometheus evaluates at that instant, the embedded source over its samples up to it.
                 row: dict[str, Any] = {"window": k, "at": now, "loadavg1": next(iter(_loadavg()), None), "late_s": round(now - boundary, 3)}
+                cpu, was = hostcpu.read(), cpu
+                share = hostcpu.steal_share(was, cpu)
+                row["steal"] = None if share is None else round(share, 4)
                 for kind, src in sources.items():
                     try:
                         row[kind] = {s.slice: s.to_dict() for s in src.snapshots(boundary, plan.window_s)}
@@ -413,6 +418,7 @@ def seed_windows(top: Topology, plan: RunPlan, runs: Mapping[str, Mapping[str, A
                     twin = _twin_label(runs, present - {c.name}, plan)
                     without[c.name] = stats[(twin, tp.tier)][k] if twin is not None else None
                 w = stats[(label, tp.tier)][k]
+                truth_runs = {label, "clean", *(_twin_label(runs, present - {c.name}, plan) or "clean" for c in causes)}
                 t = truth.judge(w, without, stats[("clean", tp.tier)][k], refs[tp.tier],
                                 [(c.name, c.kind, c.cls, c.tier) for c in causes], slo)  # fmt: skip
                 row = run["snapshots"][k]
@@ -441,8 +447,17 @@ def seed_windows(top: Topology, plan: RunPlan, runs: Mapping[str, Mapping[str, A
                     "loadavg": [run.get("loadavg_start"), run.get("loadavg_end")],
                     "window_loadavg1": row.get("loadavg1"),
                     "window_late_s": row.get("late_s"),
+                    # The host's CPU steal over this window, and the most over the twins its truth reads
+                    # (common/hostcpu.py; None: unmeasured, lines before 2026-12-07).
+                    "window_steal": row.get("steal"),
+                    "truth_steal_max": _most(runs[x]["snapshots"][k].get("steal") for x in truth_runs),
                 })  # fmt: skip
     return out
+
+
+def _most(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
 
 
 def _twin_label(runs: Mapping[str, Mapping[str, Any]], causes: set[str], plan: RunPlan) -> str | None:

@@ -119,3 +119,26 @@ def test_rejudge_reproduces_the_generators_truth_from_the_lines_alone() -> None:
     load = next(e for e in both["truth"]["effects"] if e["name"] == "c1")
     assert load["share"]["ttft"] == 1.0 and load["removed_s"]["ttft"] == pytest.approx(1.3)
     assert both["truth"]["shares"]["queue"] == 1.0 and both["truth_version"] == 2
+
+
+def test_each_window_carries_the_host_steal_of_its_run_and_the_most_over_its_truths_twins() -> None:
+    runs = {
+        "clean": _run("clean", [], 0.0, 0.0),
+        "-c0": _run("-c0", ["c1"], 1.0, 0.0),
+        "-c1": _run("-c1", ["c0"], 0.3, 0.05),
+        "all": _run("all", ["c0", "c1"], 1.3, 0.05),
+    }
+    steal = {"clean": 0.01, "-c0": 0.30, "-c1": 0.02, "all": 0.05}  # the run without the cap stalled
+    for label, run in runs.items():
+        for row in run["snapshots"]:
+            row["steal"] = steal[label]
+    runs["-c1"]["snapshots"][4]["steal"] = None  # unmeasured there
+    by = {(w["run"], w["tier"], w["window"]): w for w in gen.seed_windows(TOP, PLAN, runs, "test")}
+    both = by[("all", "standard", 3)]  # judged against clean, -c0 and -c1
+    assert (both["window_steal"], both["truth_steal_max"]) == (0.05, 0.30)
+    alone = by[("-c1", "standard", 3)]  # the cap alone: its only twin is the clean run
+    assert (alone["window_steal"], alone["truth_steal_max"]) == (0.02, 0.02)
+    assert by[("-c1", "standard", 4)]["truth_steal_max"] == 0.01  # its own unmeasured: the clean twin's
+    assert by[("clean", "free", 2)]["truth_steal_max"] == 0.01
+    old = gen.seed_windows(TOP, PLAN, {k: _run(k, v["causes"], 0.0, 0.0) for k, v in runs.items()}, "test")
+    assert all(w["window_steal"] is None and w["truth_steal_max"] is None for w in old)  # runs before 2026-12-07
