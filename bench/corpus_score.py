@@ -88,6 +88,24 @@ def truth_versions(corpus: Sequence[Path], seeds: Iterable[int]) -> list[int]:
     return sorted(found)
 
 
+def starved(corpus: Sequence[Path], seeds: Iterable[int], max_steal: float) -> set[tuple[int, str, str, int]]:
+    """The scored seeds' windows the host starved: the CPU steal over the window (``window_steal``) or
+    over any run its truth reads (``truth_steal_max``) at ``max_steal`` or above (``common/hostcpu.py``).
+    A line that measured none is kept. Read from the files, as ``truth_versions``: a field on
+    ``LabelledWindow`` would change the frozen verdict code's hash."""
+    chosen = set(seeds)
+    out: set[tuple[int, str, str, int]] = set()
+    for c in corpus:
+        for f in files_of(c):
+            for r in read_jsonl(f):
+                if int(r["seed"]) not in chosen:
+                    continue
+                shares = [r.get("window_steal"), r.get("truth_steal_max")]
+                if any(isinstance(x, (int, float)) and x >= max_steal for x in shares):
+                    out.add((int(r["seed"]), str(r.get("run", "")), str(r["tier"]), int(r.get("window", 0))))
+    return out
+
+
 def _pairs(ws: Sequence[LabelledWindow], verdicts: Mapping[str, cm.Verdict]) -> list[tuple[cm.Truth, cm.Verdict]]:
     return [(cm.Truth.of(w.truth, w.tier), verdicts[w.id]) for w in ws if w.id in verdicts]
 
@@ -249,6 +267,11 @@ def markdown(result: Mapping[str, Any]) -> str:
         + f"; {len(code['files'])} files: bottleneck/, the vocabulary, the corpus reader).",
         f"Windows: {result['windows']} (per source); corpus: {', '.join(result['corpus'])}. Definitions: `bench/corpus_metrics.py`.",
         f"Truth version: {', '.join(map(str, result.get('truth_versions') or [1]))} (`corpus_truth`; none recorded: v1).",
+        *(
+            [f"Host-starved windows left out: {result.get('starved_windows_left_out', 0)} (CPU steal >= {result['max_steal']:.0%}"
+             " over the window or a twin its truth reads; `--max-steal`)."]
+            if result.get("max_steal") is not None else []
+        ),
         f"RCAEval peers ranked: {', '.join(result.get('rca_peers') or []) or 'none'}. RCD {result.get('rcd', RCD_NOT_RUN)}.",
         "",
     ]  # fmt: skip
@@ -373,10 +396,13 @@ def score(
     tune_seeds: Sequence[int] = (),
     rerun_rca: bool = False,
     rcd_python: str | None = None,
+    max_steal: float | None = None,
 ) -> dict[str, Any]:
     every = load(corpus)
     chosen = set(seeds)
     ws = [w for w in every if w.seed in chosen]
+    left_out = starved(corpus, chosen, max_steal) if max_steal is not None else set()
+    ws = [w for w in ws if w.key not in left_out]
     tune = [w for w in every if w.seed in set(tune_seeds)]
     if not ws:
         raise ValueError(f"no corpus window has a seed in {min(seeds)}-{max(seeds)}")
@@ -391,6 +417,8 @@ def score(
         "tune_seeds": sorted(set(tune_seeds)),
         "corpus": [str(c) for c in corpus],
         "windows": len({w.key for w in ws}),
+        "max_steal": max_steal,
+        "starved_windows_left_out": len(left_out),
         "truth_versions": truth_versions(corpus, chosen),
         "scored_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "code": code_hash(root),
@@ -419,7 +447,9 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             )
     if set(tune) & set(seeds):
         raise ValueError("--tune-seeds and --seeds overlap: the peers' mapping must not be learned on the scored seeds")
-    return score(args.corpus, seeds, args.out, args.split, root, python, tune, args.rerun_rca, rcd)
+    if args.max_steal is not None and not 0.0 < args.max_steal <= 1.0:
+        raise ValueError(f"--max-steal must be a share in (0, 1], got {args.max_steal}")
+    return score(args.corpus, seeds, args.out, args.split, root, python, tune, args.rerun_rca, rcd, args.max_steal)
 
 
 COMMANDS = ("score", "calibrate", "tune")
@@ -485,6 +515,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rcaeval-python", default=None, help="RCAEval's interpreter (default $INFERSLICE_RCAEVAL_PYTHON, else .venv-rcaeval)")
     p.add_argument("--rcd-python", default=None, help="RCD's interpreter (default $INFERSLICE_RCD_PYTHON, else .venv-rcd: make rcd-venv)")
     p.add_argument("--rerun-rca", action="store_true", help="rank every method again (default: only those rca-ranks.json in --out lacks)")
+    p.add_argument(
+        "--max-steal",
+        type=float,
+        default=None,
+        metavar="SHARE",
+        help="leave out windows the host starved: CPU steal at SHARE or above over the window or its truth's twins (e.g. 0.1)",
+    )
     p.add_argument(
         "--expect-code",
         default=None,

@@ -190,6 +190,29 @@ def test_one_command_scores_a_split_and_records_the_code_hash(tmp_path: Path) ->
     assert not any("forced choice" in t["target"] for t in result["targets"])  # reported beside, not a peer to beat
 
 
+def test_max_steal_leaves_out_the_windows_a_starved_host_measured(tmp_path: Path) -> None:
+    from inferslice.bench.corpus_score import starved
+
+    rows = [_row(seed, run, k, queue=(run == "all" and k >= 4)) for seed in (1, 2) for run in ("clean", "all") for k in range(1, 10)]
+    for r in rows:
+        if r["seed"] == 2 and r["window"] == 5:
+            r["window_steal"] = 0.4 if r["run"] == "all" else 0.0  # the run itself starved
+        if r["seed"] == 2 and r["window"] == 6:
+            r["truth_steal_max"] = 0.12  # a twin its truth reads starved
+        if r["seed"] == 2 and r["window"] == 7:
+            r["window_steal"], r["truth_steal_max"] = 0.05, None  # below the bar, and unmeasured: kept
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "windows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert starved([corpus], [2], 0.1) == {(2, "all", "free", 5), (2, "clean", "free", 6), (2, "all", "free", 6)}
+    assert starved([corpus], [1], 0.1) == set()  # other seeds are not read
+    result = score([corpus], [2], tmp_path / "out", "test", ROOT, tune_seeds=[1], max_steal=0.1)
+    assert (result["windows"], result["starved_windows_left_out"], result["max_steal"]) == (18 - 3, 3, 0.1)
+    assert "Host-starved windows left out: 3 (CPU steal >= 10%" in (tmp_path / "out" / "score.md").read_text()
+    whole = score([corpus], [2], tmp_path / "whole", "test", ROOT, tune_seeds=[1])
+    assert (whole["windows"], whole["max_steal"]) == (18, None)
+
+
 def test_tuning_moves_a_threshold_the_tune_seeds_ask_for() -> None:
     from inferslice.bench.corpus_tune import tune
 
@@ -403,3 +426,16 @@ def test_healthy_windows_are_split_by_whether_their_clean_twin_breached() -> Non
     got = cm.healthy_by_clean_twin(pairs)
     assert got["clean_met"] == {"windows": 3, "ac1": 0.6667, "said": {"healthy": 2, "network": 1}}
     assert got["clean_breached"] == {"windows": 2, "ac1": 0.5, "said": {"healthy": 1, "queue": 1}}
+
+
+def test_a_max_steal_that_is_not_a_share_is_refused(tmp_path: Path) -> None:
+    import argparse
+
+    from inferslice.bench.corpus_score import run
+
+    for bad in (0.0, 1.5, -0.1):
+        args = argparse.Namespace(corpus=[tmp_path], seeds="1-2", tune_seeds=None, split="blind", out=tmp_path / "out",
+                                  rcaeval_python=None, rcd_python=None, rerun_rca=False, expect_code=None, max_steal=bad)  # fmt: skip
+        with pytest.raises(ValueError, match="--max-steal must be a share"):
+            run(args, ROOT)
+    assert not (tmp_path / "out").exists()
