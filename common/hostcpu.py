@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROC_STAT = Path("/proc/stat")
-# A share of steal above which a real-time phase is not a test of the system. In one demo run on the
-# development VM (2026-12-07, vmstat every 5 s) steal read 0 % through the three phases that met all
-# their verdicts and 36-68 % through the approval phase, whose three verdicts all missed; 10 % sits
-# well inside that gap, and is a tenth of a second lost in every second of real-time emulation.
-STARVED_SHARE = 0.10
+# A share of steal above which a real-time phase is not a test of the system. On the development VM,
+# 2026-12-07: one demo run (vmstat every 5 s) read 0 % through the three phases that met all their
+# verdicts and 36-68 % through the approval phase, whose three verdicts all missed; two more, measured
+# per phase by the demo itself, read 51-64 % in every phase and met 6 and 3 of 12. The bar sits low in
+# that gap but not at its floor: CI forgives a miss only above it (.ci/run), so it errs toward judging.
+STARVED_SHARE = 0.25
 
 
 @dataclass(frozen=True)
