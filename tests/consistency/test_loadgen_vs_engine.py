@@ -74,7 +74,7 @@ async def test_client_and_engine_agree() -> None:
     # TTFT: the client sees the engine's TTFT plus one loopback hop and HTTP framing (a few ms; 6-13 ms
     # measured on an idle 2-core machine), plus the scheduling delay of the loop the client and the
     # engine share here: each loop turn between the two clocks waits as long as the loop is late. On a
-    # loaded machine (make test beside CPU-bound workers, 2026-12-07 CI) that added ~20 ms.
+    # loaded machine (make test beside CPU-bound workers, 2026-12-07 CI) the difference reached 19 ms.
     # A fixed delay added to either side is not loop lag and still fails.
     lag_s = sum(lags) / len(lags) if lags else 0.0
     engine_ttft = _metric(text, "vllm:time_to_first_token_seconds_sum") / _metric(text, "vllm:time_to_first_token_seconds_count")
