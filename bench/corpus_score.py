@@ -20,7 +20,7 @@ import datetime as dt
 import hashlib
 import json
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,12 +80,15 @@ def truth_versions(corpus: Sequence[Path], seeds: Iterable[int]) -> list[int]:
     rules its truth was judged by (``corpus_truth.TRUTH_VERSION``). The files are read a second time
     here rather than carried on ``LabelledWindow``: ``corpus_windows`` is part of the frozen verdict
     code, whose hash a blind score checks, and a field there would change it."""
+    return sorted({int(r.get("truth_version", 1)) for r in _lines_of(corpus, seeds)})
+
+
+def _lines_of(corpus: Sequence[Path], seeds: Iterable[int]) -> Iterator[dict[str, Any]]:
+    """The raw lines of the chosen seeds, for what ``LabelledWindow`` does not carry."""
     chosen = set(seeds)
-    found: set[int] = set()
     for c in corpus:
         for f in files_of(c):
-            found |= {int(r.get("truth_version", 1)) for r in read_jsonl(f) if int(r["seed"]) in chosen}
-    return sorted(found)
+            yield from (r for r in read_jsonl(f) if int(r["seed"]) in chosen)
 
 
 def starved(corpus: Sequence[Path], seeds: Iterable[int], max_steal: float) -> set[tuple[int, str, str, int]]:
@@ -93,16 +96,11 @@ def starved(corpus: Sequence[Path], seeds: Iterable[int], max_steal: float) -> s
     over any run its truth reads (``truth_steal_max``) at ``max_steal`` or above (``common/hostcpu.py``).
     A line that measured none is kept. Read from the files, as ``truth_versions``: a field on
     ``LabelledWindow`` would change the frozen verdict code's hash."""
-    chosen = set(seeds)
     out: set[tuple[int, str, str, int]] = set()
-    for c in corpus:
-        for f in files_of(c):
-            for r in read_jsonl(f):
-                if int(r["seed"]) not in chosen:
-                    continue
-                shares = [r.get("window_steal"), r.get("truth_steal_max")]
-                if any(isinstance(x, (int, float)) and x >= max_steal for x in shares):
-                    out.add((int(r["seed"]), str(r.get("run", "")), str(r["tier"]), int(r.get("window", 0))))
+    for r in _lines_of(corpus, seeds):
+        shares = [r.get("window_steal"), r.get("truth_steal_max")]
+        if any(isinstance(x, (int, float)) and x >= max_steal for x in shares):
+            out.add((int(r["seed"]), str(r.get("run", "")), str(r["tier"]), int(r.get("window", 0))))
     return out
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from inferslice.common.hostcpu import STARVED_SHARE
+
 HELP = "the main job: testbed up, a scripted load/cap story with a live view, a report, teardown"
 
 
@@ -244,8 +246,6 @@ def _play(
 
 def _steal_lines(steal: dict[str, float | None]) -> list[str]:
     """The host's CPU steal per phase, and which phases it starved (their verdicts say little)."""
-    from inferslice.common.hostcpu import STARVED_SHARE
-
     known = {name: share for name, share in steal.items() if share is not None}
     if not known:
         return []
@@ -306,8 +306,6 @@ def _report(
     ]
     text = "\n".join(lines) + "\n"
     (out / "demo-report.md").write_text(text)
-    from inferslice.common.hostcpu import STARVED_SHARE
-
     (out / "demo-summary.json").write_text(
         json.dumps(
             {
