@@ -26,7 +26,9 @@ from typing import Any
 
 from inferslice.bench import corpus_metrics as cm
 from inferslice.bench import corpus_peers as peers
+from inferslice.bench import corpus_steal
 from inferslice.bench.corpus_draws import parse_seeds  # the generator's seed syntax: A-B, A, A-B,C
+from inferslice.bench.corpus_steal import steal_of
 from inferslice.bench.corpus_windows import LabelledWindow, corpus_files, inferslice_verdict, labelled, read_jsonl
 from inferslice.bottleneck import DEFAULT
 from inferslice.diagnosis import CONFIDENT
@@ -96,12 +98,7 @@ def starved(corpus: Sequence[Path], seeds: Iterable[int], max_steal: float) -> s
     over any run its truth reads (``truth_steal_max``) at ``max_steal`` or above (``common/hostcpu.py``).
     A line that measured none is kept. Read from the files, as ``truth_versions``: a field on
     ``LabelledWindow`` would change the frozen verdict code's hash."""
-    out: set[tuple[int, str, str, int]] = set()
-    for r in _lines_of(corpus, seeds):
-        shares = [r.get("window_steal"), r.get("truth_steal_max")]
-        if any(isinstance(x, (int, float)) and x >= max_steal for x in shares):
-            out.add((int(r["seed"]), str(r.get("run", "")), str(r["tier"]), int(r.get("window", 0))))
-    return out
+    return {k for k, share in steal_of(_lines_of(corpus, seeds)).items() if share is not None and share >= max_steal}
 
 
 def _pairs(ws: Sequence[LabelledWindow], verdicts: Mapping[str, cm.Verdict]) -> list[tuple[cm.Truth, cm.Verdict]]:
@@ -350,6 +347,7 @@ def markdown(result: Mapping[str, Any]) -> str:
             shares = " / ".join(_pct((nm.get("share") or {}).get(c, 0.0 if nm.get("windows") else None)) for c in causes)
             lines.append(f"| {name}{note} | " + " | ".join(cells) + f" | {comp} | {_pct(nm.get('accuracy'))} | {shares} |")
         lines.append("")
+    lines += corpus_steal.markdown(result.get("by_steal") or {})
     lines += ["## Targets", ""]
     for t in result["targets"]:
         verdict = "no claim" if t["met"] is None else "met" if t["met"] else "MISSED"
@@ -423,6 +421,7 @@ def score(
         "rca_peers": sorted(rca) if rca else [],
         "rcd": RCD_RUN if rca and "rcd" in rca else RCD_NOT_RUN,
         "sources": evaluate(ws, rca, tune),
+        "by_steal": corpus_steal.by_steal(ws, steal_of(_lines_of(corpus, chosen))),
     }
     result["targets"] = targets(result)
     (out / "score.json").write_text(json.dumps(result, indent=1, sort_keys=True, default=str))

@@ -213,6 +213,44 @@ def test_max_steal_leaves_out_the_windows_a_starved_host_measured(tmp_path: Path
     assert (whole["windows"], whole["max_steal"]) == (18, None)
 
 
+def test_the_score_splits_its_windows_by_the_hosts_steal(tmp_path: Path) -> None:
+    from inferslice.bench.corpus_steal import band
+
+    assert [band(x) for x in (0.0, 0.049, 0.05, 0.099, 0.1, 0.2499, 0.25, 0.9, None)] == [
+        "0%-5%", "0%-5%", "5%-10%", "5%-10%", "10%-25%", "10%-25%", ">= 25%", ">= 25%", "not measured"]  # fmt: skip
+    rows = [_row(2, run, k, queue=(run == "all" and k >= 4)) for run in ("clean", "all") for k in range(1, 10)]
+    for r in rows:
+        if r["run"] == "all" and r["window"] == 5:
+            r["window_steal"], r["truth_steal_max"] = 0.02, 0.4  # a twin its truth reads starved: the larger counts
+        if r["run"] == "clean" and r["window"] == 3:
+            # a healthy truth whose window the starved host queued: the classifier says queue, a miss
+            r["window_steal"] = 0.3
+            r["snapshots"] = _row(2, "all", 3, queue=True)["snapshots"]
+        if r["window"] == 7:
+            r["window_steal"] = 0.07
+        if r["window"] == 1:
+            r["window_steal"], r["truth_steal_max"] = 0.0, 0.01
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "windows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = score([corpus], [2], tmp_path / "out", "test", ROOT)
+    for source in ("prometheus", "embedded"):
+        per = result["by_steal"][source]
+        assert list(per) == ["0%-5%", "5%-10%", ">= 25%", "not measured"]  # bands in order, empty ones left out
+        assert per["0%-5%"] == {"windows": 2, "ac1": {"healthy": {"windows": 2, "ac1": 1.0, "ac1_lenient": 1.0}}}
+        assert per["5%-10%"]["ac1"]["queue"]["windows"] == 1 and per["5%-10%"]["ac1"]["healthy"]["windows"] == 1
+        starved = per[">= 25%"]["ac1"]
+        assert starved["healthy"] == {"windows": 1, "ac1": 0.0, "ac1_lenient": 0.0}
+        assert starved["queue"]["ac1"] == 1.0 and per["not measured"]["windows"] == 18 - 6
+    md = (tmp_path / "out" / "score.md").read_text()
+    assert "## AC@1 by the host's CPU steal" in md and "| embedded | >= 25% | 2 | 0.0 (1) | 100.0 (1) |" in md
+    plain = [dict(r, window_steal=None, truth_steal_max=None) for r in rows]
+    (corpus / "windows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in plain))
+    again = score([corpus], [2], tmp_path / "plain", "test", ROOT)
+    assert list(again["by_steal"]["embedded"]) == ["not measured"]
+    assert "by the host's CPU steal" not in (tmp_path / "plain" / "score.md").read_text()  # no steal measured: no table
+
+
 def test_tuning_moves_a_threshold_the_tune_seeds_ask_for() -> None:
     from inferslice.bench.corpus_tune import tune
 
