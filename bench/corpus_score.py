@@ -431,8 +431,9 @@ def score(
 
 
 def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
-    python = args.rcaeval_python or peers.peer_python(root, "rcaeval")
-    rcd = args.rcd_python or peers.peer_python(root, "rcd")
+    # --no-rca: the naive rules only, and whatever rca-ranks.json in --out already holds
+    python = None if args.no_rca else args.rcaeval_python or peers.peer_python(root, "rcaeval")
+    rcd = None if args.no_rca else args.rcd_python or peers.peer_python(root, "rcd")
     tune = parse_seeds(args.tune_seeds) if args.tune_seeds else []
     seeds = parse_seeds(args.seeds)
     if args.expect_code:
@@ -512,6 +513,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rcaeval-python", default=None, help="RCAEval's interpreter (default $INFERSLICE_RCAEVAL_PYTHON, else .venv-rcaeval)")
     p.add_argument("--rcd-python", default=None, help="RCD's interpreter (default $INFERSLICE_RCD_PYTHON, else .venv-rcd: make rcd-venv)")
     p.add_argument("--rerun-rca", action="store_true", help="rank every method again (default: only those rca-ranks.json in --out lacks)")
+    p.add_argument(
+        "--no-rca",
+        action="store_true",
+        help="run no RCAEval peer (the naive rules stay; ranks already in --out's rca-ranks.json are still reported)",
+    )
     p.add_argument(
         "--max-steal",
         type=float,

@@ -295,7 +295,7 @@ def test_the_blind_score_refuses_code_that_is_not_the_frozen_one(tmp_path: Path)
     from inferslice.bench.corpus_score import run
 
     args = argparse.Namespace(corpus=[tmp_path], seeds="1-2", tune_seeds=None, split="blind", out=tmp_path / "out",
-                              rcaeval_python=None, rcd_python=None, rerun_rca=False, expect_code="0" * 64)  # fmt: skip
+                              rcaeval_python=None, rcd_python=None, rerun_rca=False, expect_code="0" * 64, no_rca=False)  # fmt: skip
     with pytest.raises(ValueError, match="not the frozen one"):
         run(args, ROOT)
     assert not (tmp_path / "out").exists()  # nothing scored
@@ -473,7 +473,31 @@ def test_a_max_steal_that_is_not_a_share_is_refused(tmp_path: Path) -> None:
 
     for bad in (0.0, 1.5, -0.1):
         args = argparse.Namespace(corpus=[tmp_path], seeds="1-2", tune_seeds=None, split="blind", out=tmp_path / "out",
-                                  rcaeval_python=None, rcd_python=None, rerun_rca=False, expect_code=None, max_steal=bad)  # fmt: skip
+                                  rcaeval_python=None, rcd_python=None, rerun_rca=False, expect_code=None, max_steal=bad, no_rca=False)  # fmt: skip
         with pytest.raises(ValueError, match="--max-steal must be a share"):
             run(args, ROOT)
     assert not (tmp_path / "out").exists()
+
+
+def test_no_rca_runs_no_peer_interpreter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from inferslice.bench.corpus_score import run
+
+    rows = [_row(seed, run_, k, queue=(run_ == "all" and k >= 4)) for seed in (1, 2) for run_ in ("clean", "all") for k in range(1, 10)]
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "windows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    called: list[str] = []
+    monkeypatch.setattr(peers, "run_rca", lambda cases, python, methods: called.append(python) or {})
+    monkeypatch.setenv("INFERSLICE_RCAEVAL_PYTHON", "/opt/rcaeval/bin/python")  # an interpreter the score would use
+    monkeypatch.setenv("INFERSLICE_RCD_PYTHON", "/opt/rcd/bin/python")
+
+    def args(out: str, no_rca: bool) -> argparse.Namespace:
+        return argparse.Namespace(corpus=[corpus], seeds="2", tune_seeds="1", split="test", out=tmp_path / out, rcaeval_python=None,
+                                  rcd_python=None, rerun_rca=False, expect_code=None, max_steal=None, no_rca=no_rca)  # fmt: skip
+
+    result = run(args("plain", True), ROOT)
+    assert called == [] and result["rca_peers"] == [] and "rule-link-util" in result["sources"]["embedded"]
+    run(args("with", False), ROOT)
+    assert called == ["/opt/rcaeval/bin/python", "/opt/rcd/bin/python"]  # without the flag each interpreter is asked
