@@ -472,8 +472,8 @@ def test_a_max_steal_that_is_not_a_share_is_refused(tmp_path: Path) -> None:
     from inferslice.bench.corpus_score import run
 
     for bad in (0.0, 1.5, -0.1):
-        args = argparse.Namespace(corpus=[tmp_path], seeds="1-2", tune_seeds=None, split="blind", out=tmp_path / "out",
-                                  rcaeval_python=None, rcd_python=None, rerun_rca=False, expect_code=None, max_steal=bad, no_rca=False)  # fmt: skip
+        args = argparse.Namespace(corpus=[tmp_path], seeds="1-2", tune_seeds=None, split="blind", out=tmp_path / "out", rcaeval_python=None,
+                                  rcd_python=None, rerun_rca=False, expect_code=None, max_steal=bad, no_rca=False)  # fmt: skip
         with pytest.raises(ValueError, match="--max-steal must be a share"):
             run(args, ROOT)
     assert not (tmp_path / "out").exists()
