@@ -19,6 +19,10 @@ Definitions (the report repeats them):
   of the window itself (``cause_shown``). A cause that ended leaves requests finishing slow in the
   next windows; the truth counts them, and no gauge of those windows can: the split says how much
   of a class's miss is that.
+- **SLO met or breached** (beside AC@1, never instead of it): the truth counts a cause by the excess
+  it adds over the window's reference, so a cause can bind a window whose own P99 TTFT (from the
+  load generator's records) still meets the SLO, where nobody is paged and ``healthy`` is the
+  classifier's reading of the SLO. The split says how much of a class's miss lies there.
 - **Calibration**: expected calibration error over 10 equal-width confidence bins (correct = the
   verdict's class is the window's class) and the bins for the reliability plot; the **confident
   share** per class: windows at or above the confident bar with a verdict other than ``unknown``.
@@ -213,6 +217,24 @@ def ac1_cause_shown(pairs: Iterable[tuple[Truth, Verdict, SliceSnapshot]]) -> di
         cls: {"shown": {"windows": a, "ac1": rate(b, a)}, "not_shown": {"windows": x, "ac1": rate(y, x)}}
         for cls, (a, b, x, y) in sorted(tally.items())
     }
+
+
+def ac1_by_slo(rows: Iterable[tuple[Truth, Verdict, float | None, float | None]]) -> dict[str, Any]:
+    """AC@1 per cause class on caused windows whose P99 TTFT (the truth's own, from the request
+    records) breached the SLO and on those that met it, with how many of each were read healthy.
+    ``rows``: (truth, verdict, P99 TTFT s, SLO s); a window missing either latency is left out."""
+    tally: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])  # windows, right, said healthy
+    for t, v, p99, slo in rows:
+        if t.primary == "healthy" or p99 is None or slo is None:
+            continue
+        c = tally[(t.primary, "breached" if p99 > slo else "met")]
+        c[0] += 1
+        c[1] += v.primary == t.primary
+        c[2] += v.primary == "healthy"
+    out: dict[str, Any] = {}
+    for (cls, side), (n, right, healthy) in sorted(tally.items()):
+        out.setdefault(cls, {})[side] = {"windows": n, "ac1": rate(right, n), "said_healthy": healthy}
+    return out
 
 
 def confusion(pairs: Iterable[tuple[Truth, Verdict]]) -> dict[str, dict[str, int]]:

@@ -107,7 +107,7 @@ def _pairs(ws: Sequence[LabelledWindow], verdicts: Mapping[str, cm.Verdict]) -> 
 
 def figures(ws: Sequence[LabelledWindow], verdicts: Mapping[str, cm.Verdict], *, ranked: bool = False) -> dict[str, Any]:
     pairs = _pairs(ws, verdicts)
-    snaps = [w.snapshot for w in ws if w.id in verdicts]  # in ``pairs``' order
+    kept = [w for w in ws if w.id in verdicts]  # in ``pairs``' order
     out: dict[str, Any] = {
         "windows": len(pairs),
         "ac1": cm.ac1(pairs, ranked=ranked, caused_only=ranked),
@@ -123,9 +123,15 @@ def figures(ws: Sequence[LabelledWindow], verdicts: Mapping[str, cm.Verdict], *,
             "confident": cm.confident_share(pairs, CONFIDENT),
             "network_causes": cm.network_causes(pairs),
             "caps": cm.cap_reasons(pairs),
-            "cause_shown": cm.ac1_cause_shown((t, v, snap) for (t, v), snap in zip(pairs, snaps, strict=True)),
+            "cause_shown": cm.ac1_cause_shown((t, v, w.snapshot) for (t, v), w in zip(pairs, kept, strict=True)),
+            "by_slo": cm.ac1_by_slo((t, v, _p99_ttft(w), w.snapshot.slo_ttft_p99_s) for (t, v), w in zip(pairs, kept, strict=True)),
         }
     return out
+
+
+def _p99_ttft(w: LabelledWindow) -> float | None:
+    x = w.stats.get("p99_ttft_s")
+    return float(x) if isinstance(x, (int, float)) else None
 
 
 def rca_verdicts(rca: Mapping[str, Mapping[str, Any]], mapping: Mapping[str, str | None]) -> dict[str, cm.Verdict]:
@@ -297,6 +303,15 @@ def markdown(result: Mapping[str, Any]) -> str:
                 yes, no = v["shown"], v["not_shown"]
                 parts.append(f"{cls} {_share(yes)} (not shown: {_share(no)})")
             head = "AC@1 where a gauge of the window shows the cause (beside the figure above; `corpus_metrics.cause_shown`): "
+            lines += ["", head + "; ".join(parts)]
+        by_slo = ours.get("by_slo") or {}
+        if by_slo:
+            parts = []
+            for cls, v in by_slo.items():
+                br, met = v.get("breached"), v.get("met")
+                said = f", {met['said_healthy']} said healthy" if met else ""
+                parts.append(f"{cls} {_share(br) if br else '-'} (met: {_share(met) if met else '-'}{said})")
+            head = "AC@1 on caused windows whose own P99 TTFT breached the SLO (met it, where a cause still added its excess): "
             lines += ["", head + "; ".join(parts)]
         cols = [*cm.CLASSES, "unknown"]
         lines += [

@@ -55,3 +55,29 @@ def test_a_zero_rtt_base_or_missing_wan_fields_show_nothing() -> None:
     assert not cm.cause_shown("network", _snap(wan_rx_bps=900_000.0, wan_capacity_bps=None))
     assert not cm.cause_shown("network", _snap(link_rx_bps=None))
     assert not cm.cause_shown("network", _snap(link_cap_bps=None, link_capacity_bps=None))
+
+
+def test_caused_windows_are_split_by_whether_their_own_p99_breached_the_slo() -> None:
+    """A cause adds its excess over the reference whether or not the window crosses the SLO; the split
+    says how many of a class's misses lie where nobody would be paged, and how many were read healthy."""
+
+    def truth(cls: str) -> cm.Truth:
+        return cm.Truth(cls, (cls,) if cls != "healthy" else (), (), "free", {}, {})
+
+    rows = [
+        (truth("network"), cm.Verdict("network"), 0.9, 0.5),
+        (truth("network"), cm.Verdict("queue"), 0.51, 0.5),
+        (truth("network"), cm.Verdict("healthy"), 0.3, 0.5),
+        (truth("network"), cm.Verdict("healthy"), 0.5, 0.5),  # at the SLO is meeting it: P99 <= SLO
+        (truth("network"), cm.Verdict("network"), 0.2, 0.5),
+        (truth("network"), cm.Verdict("network"), None, 0.5),  # no P99 recorded: left out
+        (truth("queue"), cm.Verdict("queue"), 2.0, None),  # no SLO: left out
+        (truth("healthy"), cm.Verdict("healthy"), 0.1, 0.5),  # not caused
+    ]
+    out = cm.ac1_by_slo(rows)
+    assert out == {
+        "network": {
+            "breached": {"windows": 2, "ac1": 0.5, "said_healthy": 0},
+            "met": {"windows": 3, "ac1": 0.3333, "said_healthy": 2},
+        }
+    }

@@ -168,6 +168,8 @@ def _row(seed: int, run: str, window: int, queue: bool) -> dict[str, Any]:
 
 def test_one_command_scores_a_split_and_records_the_code_hash(tmp_path: Path) -> None:
     rows = [_row(seed, run, k, queue=(run == "all" and k >= 4)) for seed in (1, 2, 3) for run in ("clean", "all") for k in range(1, 10)]
+    for r in rows:  # the load generator's own P99: every queue window breaches the 0.5 s SLO but window 4's
+        r["stats"] = {"p99_ttft_s": 0.4 if r["window"] == 4 else 3.9 if r["truth"]["causes"] else 0.1}
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "windows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -180,6 +182,12 @@ def test_one_command_scores_a_split_and_records_the_code_hash(tmp_path: Path) ->
     ours = result["sources"]["prometheus"]["inferslice"]
     assert ours["ac1"]["queue"]["all"] == {"windows": 12, "ac1": 1.0, "ac1_lenient": 1.0}
     assert ours["ac1"]["healthy"]["all"]["ac1"] == 1.0
+    assert ours["by_slo"] == {"queue": {"breached": {"windows": 10, "ac1": 1.0, "said_healthy": 0},
+                                        "met": {"windows": 2, "ac1": 1.0, "said_healthy": 0}}}  # fmt: skip
+    assert (
+        "whose own P99 TTFT breached the SLO (met it, where a cause still added its excess): queue 100.0 % of 10 (met: 100.0 % of 2"
+        in (tmp_path / "out" / "score.md").read_text()
+    )
     assert ours["attribution"]["true_share_positive"]["pairs"] == 12
     for name in ("score.json", "score.md", "reliability.png"):
         assert (tmp_path / "out" / name).stat().st_size > 0
