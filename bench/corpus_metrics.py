@@ -23,6 +23,9 @@ Definitions (the report repeats them):
   it adds over the window's reference, so a cause can bind a window whose own P99 TTFT (from the
   load generator's records) still meets the SLO, where nobody is paged and ``healthy`` is the
   classifier's reading of the SLO. The split says how much of a class's miss lies there.
+- **By cause kind** (beside AC@1): the caused windows per injected kind or pair of kinds in the
+  truth set (``cap``, ``wan_cross``, ``gpu+load``), so a class's figure does not hide which
+  physical cause it misses.
 - **Calibration**: expected calibration error over 10 equal-width confidence bins (correct = the
   verdict's class is the window's class) and the bins for the reliability plot; the **confident
   share** per class: windows at or above the confident bar with a verdict other than ``unknown``.
@@ -336,6 +339,25 @@ def network_causes(pairs: Iterable[tuple[Truth, Verdict]]) -> dict[str, Any]:
         n = sum(named.values())
         out[kind] = {"windows": n, "expected": EXPECTED_NETWORK_CAUSE[kind], "accuracy": rate(named[EXPECTED_NETWORK_CAUSE[kind]], n),
                      "named": dict(named)}  # fmt: skip
+    return out
+
+
+def ac1_by_kind(pairs: Iterable[tuple[Truth, Verdict]]) -> dict[str, Any]:
+    """AC@1 on the caused windows per injected cause kind, or pair of kinds (``cap``, ``wan_cross``,
+    ``gpu+load``...), with what was said: which physical causes a class's figure hides, most windows
+    first. A window's kinds are those in its truth set, not every one the run injected."""
+    tally: dict[str, Counter[str]] = defaultdict(Counter)
+    right: Counter[str] = Counter()
+    for t, v in pairs:
+        if t.primary == "healthy" or not t.kinds:
+            continue
+        key = "+".join(sorted(set(t.kinds)))
+        tally[key][v.primary] += 1
+        right[key] += v.primary == t.primary
+    out: dict[str, Any] = {}
+    for k, said in sorted(tally.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])):
+        n = sum(said.values())
+        out[k] = {"windows": n, "ac1": rate(right[k], n), "said": dict(said.most_common())}
     return out
 
 

@@ -122,6 +122,7 @@ def figures(ws: Sequence[LabelledWindow], verdicts: Mapping[str, cm.Verdict], *,
             "calibration": cm.calibration(pairs),
             "confident": cm.confident_share(pairs, CONFIDENT),
             "network_causes": cm.network_causes(pairs),
+            "by_kind": cm.ac1_by_kind(pairs),
             "caps": cm.cap_reasons(pairs),
             "cause_shown": cm.ac1_cause_shown((t, v, w.snapshot) for (t, v), w in zip(pairs, kept, strict=True)),
             "by_slo": cm.ac1_by_slo((t, v, _p99_ttft(w), w.snapshot.slo_ttft_p99_s) for (t, v), w in zip(pairs, kept, strict=True)),
@@ -345,6 +346,9 @@ def markdown(result: Mapping[str, Any]) -> str:
                 median = c["requests_median"]
                 said = f", median {median:.3g} requests" if median is not None else ""
                 lines.append(f"Held below the bar, {cls} ({c['windows']} windows{said}): {why}")
+        if ours.get("by_kind"):
+            kinds = ", ".join(f"{k} {_share(v)}" for k, v in ours["by_kind"].items())
+            lines += ["AC@1 per injected cause kind in the truth set (caused windows): " + kinds]
         if ours["network_causes"]:
             causes = ours["network_causes"].items()
             named = ", ".join(f"{k} -> {v['expected']} {_pct(v['accuracy'])} % of {v['windows']}" for k, v in causes)

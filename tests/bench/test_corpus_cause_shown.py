@@ -81,3 +81,24 @@ def test_caused_windows_are_split_by_whether_their_own_p99_breached_the_slo() ->
             "met": {"windows": 3, "ac1": 0.3333, "said_healthy": 2},
         }
     }
+
+
+def test_caused_windows_are_split_by_the_kinds_their_truth_holds() -> None:
+    def truth(cls: str, *kinds: str) -> cm.Truth:
+        return cm.Truth(cls, (cls,) if cls != "healthy" else (), kinds, "premium", {}, {})
+
+    pairs = [
+        (truth("network", "wan_cross"), cm.Verdict("healthy")),
+        (truth("network", "wan_cross"), cm.Verdict("network")),
+        (truth("network", "wan_cross"), cm.Verdict("healthy")),
+        (truth("network", "cap"), cm.Verdict("network")),
+        (truth("network", "load", "cap"), cm.Verdict("queue")),  # a pair of kinds, in name order
+        (truth("network", "cap", "load"), cm.Verdict("network")),
+        (truth("healthy"), cm.Verdict("queue")),  # no cause: not counted
+        (truth("compute"), cm.Verdict("compute")),  # no kind recorded: not counted
+    ]
+    out = cm.ac1_by_kind(pairs)
+    assert list(out) == ["wan_cross", "cap+load", "cap"]  # most windows first, then by name
+    assert out["wan_cross"] == {"windows": 3, "ac1": 0.3333, "said": {"healthy": 2, "network": 1}}
+    assert out["cap+load"] == {"windows": 2, "ac1": 0.5, "said": {"queue": 1, "network": 1}}
+    assert out["cap"] == {"windows": 1, "ac1": 1.0, "said": {"network": 1}}

@@ -189,6 +189,9 @@ def test_one_command_scores_a_split_and_records_the_code_hash(tmp_path: Path) ->
         in (tmp_path / "out" / "score.md").read_text()
     )
     assert ours["attribution"]["true_share_positive"]["pairs"] == 12
+    assert ours["by_kind"] == {"load": {"windows": 12, "ac1": 1.0, "said": {"queue": 12}}}
+    md = (tmp_path / "out" / "score.md").read_text()
+    assert "AC@1 per injected cause kind in the truth set (caused windows): load 100.0 % of 12" in md
     for name in ("score.json", "score.md", "reliability.png"):
         assert (tmp_path / "out" / name).stat().st_size > 0
     assert "rule-link-util" in result["sources"]["embedded"]
