@@ -28,7 +28,6 @@ from inferslice.bench import corpus_metrics as cm
 from inferslice.bench import corpus_peers as peers
 from inferslice.bench import corpus_steal
 from inferslice.bench.corpus_draws import parse_seeds  # the generator's seed syntax: A-B, A, A-B,C
-from inferslice.bench.corpus_steal import steal_of
 from inferslice.bench.corpus_windows import LabelledWindow, corpus_files, inferslice_verdict, labelled, read_jsonl
 from inferslice.bottleneck import DEFAULT
 from inferslice.diagnosis import CONFIDENT
@@ -98,7 +97,8 @@ def starved(corpus: Sequence[Path], seeds: Iterable[int], max_steal: float) -> s
     over any run its truth reads (``truth_steal_max``) at ``max_steal`` or above (``common/hostcpu.py``).
     A line that measured none is kept. Read from the files, as ``truth_versions``: a field on
     ``LabelledWindow`` would change the frozen verdict code's hash."""
-    return {k for k, share in steal_of(_lines_of(corpus, seeds)).items() if share is not None and share >= max_steal}
+    steal = corpus_steal.steal_of(_lines_of(corpus, seeds))
+    return {k for k, share in steal.items() if share is not None and share >= max_steal}
 
 
 def _pairs(ws: Sequence[LabelledWindow], verdicts: Mapping[str, cm.Verdict]) -> list[tuple[cm.Truth, cm.Verdict]]:
@@ -140,13 +140,19 @@ def rca_verdicts(rca: Mapping[str, Mapping[str, Any]], mapping: Mapping[str, str
 
 
 def evaluate(
-    ws: Sequence[LabelledWindow], rca: Mapping[str, Mapping[str, Any]] | None, tune: Sequence[LabelledWindow] = ()
+    ws: Sequence[LabelledWindow],
+    rca: Mapping[str, Mapping[str, Any]] | None,
+    tune: Sequence[LabelledWindow] = (),
+    verdicts: Mapping[str, cm.Verdict] | None = None,
 ) -> dict[str, Any]:
-    """Every method's figures per source; RCA peers under both mappings (the learned one fitted on ``tune``)."""
+    """Every method's figures per source; RCA peers under both mappings (the learned one fitted on
+    ``tune``). ``verdicts``: inferslice's, by window id, when the caller has them already."""
+    if verdicts is None:
+        verdicts = {w.id: inferslice_verdict(w) for w in ws}
     out: dict[str, Any] = {}
     for source in sorted({w.source for w in ws}):
         part = [w for w in ws if w.source == source]
-        ours = {w.id: inferslice_verdict(w) for w in part}
+        ours = {w.id: verdicts[w.id] for w in part}
         methods: dict[str, Any] = {
             "inferslice": figures(part, ours),
             # the RCA peers' terms (caused windows, a cause must be named): beside, not a peer to beat
@@ -423,6 +429,7 @@ def score(
         raise ValueError(f"no corpus window has a seed in {min(seeds)}-{max(seeds)}")
     out.mkdir(parents=True, exist_ok=True)
     interpreters = {m: rcd_python if m in peers.OWN_INTERPRETER else rca_python for m in peers.RCA_METHODS}
+    ours = {w.id: inferslice_verdict(w) for w in ws}  # once: the figures and the steal table read the same verdicts
     rca = rankings(out / RCA_FILE, [*ws, *tune], interpreters, rerun_rca)
     result: dict[str, Any] = {
         "benchmark": "diagnosis-corpus17",
@@ -439,8 +446,8 @@ def score(
         "code": code_hash(root),
         "rca_peers": sorted(rca) if rca else [],
         "rcd": RCD_RUN if rca and "rcd" in rca else RCD_NOT_RUN,
-        "sources": evaluate(ws, rca, tune),
-        "by_steal": corpus_steal.by_steal(ws, steal_of(_lines_of(corpus, chosen))),
+        "sources": evaluate(ws, rca, tune, ours),
+        "by_steal": corpus_steal.by_steal(ws, ours, corpus_steal.steal_of(_lines_of(corpus, chosen))),
     }
     result["targets"] = targets(result)
     (out / "score.json").write_text(json.dumps(result, indent=1, sort_keys=True, default=str))

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from inferslice.bench import corpus_metrics as cm
-from inferslice.bench.corpus_windows import LabelledWindow, inferslice_verdict
+from inferslice.bench.corpus_windows import LabelledWindow
 
 # Band edges as shares of the CPU: under 5 % a VM's steal is background; 10 % is the `--max-steal`
 # bar the corpus's blind plans fixed; 25 % is `common/hostcpu.STARVED_SHARE`, where the demo's
@@ -51,14 +51,17 @@ def bands_in_order() -> list[str]:
     return [band(0.0), *(band(e) for e in EDGES), UNMEASURED]
 
 
-def by_steal(ws: Sequence[LabelledWindow], steal: Mapping[Key, float | None]) -> dict[str, dict[str, Any]]:
-    """Per source and steal band: windows, and inferslice's AC@1 per truth class (all tiers)."""
+def by_steal(
+    ws: Sequence[LabelledWindow], verdicts: Mapping[str, cm.Verdict], steal: Mapping[Key, float | None]
+) -> dict[str, dict[str, Any]]:
+    """Per source and steal band: windows, and inferslice's AC@1 (``verdicts``, by window id) per
+    truth class (all tiers)."""
     out: dict[str, dict[str, Any]] = {}
     for source in sorted({w.source for w in ws}):
         groups: dict[str, list[tuple[cm.Truth, cm.Verdict]]] = {}
         for w in ws:
             if w.source == source:
-                groups.setdefault(band(steal.get(w.key)), []).append((cm.Truth.of(w.truth, w.tier), inferslice_verdict(w)))
+                groups.setdefault(band(steal.get(w.key)), []).append((cm.Truth.of(w.truth, w.tier), verdicts[w.id]))
         out[source] = {
             b: {"windows": len(pairs), "ac1": {c: per["all"] for c, per in cm.ac1(pairs).items()}}
             for b in bands_in_order()
