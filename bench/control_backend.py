@@ -55,6 +55,7 @@ class ReplicaLoad:
     running: int  # streams in flight on this replica
     kv_usage: float | None  # 0..1; None: not reported
     gpu_share: float = 1.0
+    index: int | None = None  # the front's slot number: a move's successor shares its predecessor's; None: not reported
 
 
 @dataclass(frozen=True)
@@ -202,11 +203,16 @@ def tier_reading(state: Mapping[str, object], kv: Mapping[str, float | None], ca
                 int(_num(r.get("in_flight"))),
                 kv.get(rid),
                 float(share) if isinstance(share, (int, float)) else 1.0,
+                _index(r.get("slot")),
             )
         )
     queued = int(_num(state.get("queued")))
     ongoing = int(_num(state.get("ongoing")))
     return TierReading(int(_num(state.get("target"))), queued, max(ongoing, queued), tuple(reps), cap_bps)
+
+
+def _index(x: object) -> int | None:
+    return x if isinstance(x, int) and not isinstance(x, bool) else None
 
 
 def _num(x: object) -> float:

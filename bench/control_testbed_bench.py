@@ -111,12 +111,21 @@ def tier_outcomes(
 
 
 def live_slots(top: Topology, readings: Mapping[str, TierReading]) -> dict[str, list[str]]:
-    """Per tier, the slots its serving replicas hold: not draining, and at most the target of them
-    (ready first): a move's successor that cold-starts beside the replica it relieves is not an extra."""
+    """Per tier, the slots its serving replicas hold: not draining, one per front slot number (ready
+    first), and at most the target of them: a move's successor, cold-starting beside the replica it
+    relieves or already ready in the instant before that one stops, is not an extra replica."""
     out = {}
     for tier, r in readings.items():
         live = sorted((x for x in r.replicas if x.state != "draining"), key=lambda x: x.state != "ready")
-        out[tier] = [x.slot for x in live[: max(r.target, len([x for x in live if x.state == "ready"]))]]
+        seen: set[int] = set()
+        one_each = []
+        for x in live:
+            if x.index is not None and x.index in seen:
+                continue
+            if x.index is not None:
+                seen.add(x.index)
+            one_each.append(x)
+        out[tier] = [x.slot for x in one_each[: max(r.target, len([x for x in one_each if x.state == "ready"]))]]
     return out
 
 
@@ -176,8 +185,9 @@ def run_one(
     series: dict[str, list[tuple[float, float | None, int, str]]] = {t: [] for t in top.tier_names}
     truth: list[tuple[float, dict[str, frozenset[str]]]] = []
     replica_s = {t: 0.0 for t in top.tier_names}
+    breaches: list[dict[str, Any]] = []
     try:
-        violations = _loop(stack, backend, top, sc, policy, bs, ts, wan, api, caps, series, truth, replica_s, res)
+        violations = _loop(stack, backend, top, sc, policy, bs, ts, wan, api, caps, series, truth, replica_s, res, breaches)
     finally:
         wan.close()
     records: dict[str, list[dict[str, Any]]] = {}
@@ -202,6 +212,7 @@ def run_one(
     cell["requests"] = {t: len(r) for t, r in records.items()}
     cell["requests_cut_at_end"] = cut
     cell["backend_read_misses"] = backend.misses
+    cell["violation_instants"] = breaches  # what the count rests on, so a breach can be told from a misreading
     cell["actions"] = [[round(a[0], 2), a[1], a[2], a[3], a[4]] for a in log.entries]
     cell["preroll_actions"] = [[round(a[0] - pre, 2), a[1], a[2], a[3], a[4]] for a in preroll_actions]
     backend.misses = 0
@@ -223,8 +234,10 @@ def _loop(
     truth: list[tuple[float, dict[str, frozenset[str]]]],
     replica_s: dict[str, float],
     res: Mapping[str, Mapping[str, float]],
+    breaches: list[dict[str, Any]],
 ) -> int:
-    """The run's ticks: inject what is due, read, score the instant, let the policy act; returns the violations."""
+    """The run's ticks: inject what is due, read, score the instant, let the policy act; returns the
+    violations, each instant with any entered in ``breaches`` (scenario time, count, what was read)."""
     from inferslice.errors import SourceUnavailable
     from inferslice.testbed.net import lifecycle
 
@@ -249,7 +262,11 @@ def _loop(
             for t, r in readings.items():
                 replica_s[t] += (now - max(last, 0.0)) * len(r.replicas)
         holding = {t: [x.slot for x in r.replicas if x.state != "draining"] for t, r in readings.items()}
-        violations += count_violations(top, res, live_slots(top, readings), {t: r.cap_bps for t, r in readings.items()}, holding)
+        live, held_caps = live_slots(top, readings), {t: r.cap_bps for t, r in readings.items()}
+        n = count_violations(top, res, live, held_caps, holding)
+        if n:
+            breaches.append({"t_s": round(now, 2), "violations": n, "live": live, "holding": holding, "caps_bps": held_caps})
+        violations += n
         last = now
         windows: dict[str, SliceSnapshot] | None = None
         diagnoses: dict[str, Diagnosis] | None = None

@@ -69,6 +69,23 @@ def test_a_moves_successor_is_not_an_extra_replica() -> None:
     assert live == {"standard": ["bristol/gpu0", "london/gpu1"]}
 
 
+def test_a_ready_successor_before_its_predecessor_stops_is_not_an_extra_replica() -> None:
+    """The front marks a successor ready a poll before the move stops the replica it relieves: for
+    that instant both serve slot 1. Premium at its ceiling must not read as one beyond it."""
+    top = load_topology()
+    n = top.tier("premium").replicas_max
+    state = {
+        "target": n,
+        "replicas": [{"id": f"p{i}", "slot": i, "pop": "london", "gpu": i % 2, "state": "ready"} for i in range(n)]
+        + [{"id": "p1-next", "slot": 1, "pop": "dublin", "gpu": 0, "state": "ready"}],
+    }
+    r = tier_reading(state, {})
+    assert len(r.ready) == n + 1  # both are ready in the front's answer
+    assert len(live_slots(top, {"premium": r})["premium"]) == n
+    other = {**state, "replicas": [*state["replicas"][:-1], {**state["replicas"][-1], "slot": n}]}
+    assert len(live_slots(top, {"premium": tier_reading(other, {})})["premium"]) == n + 1  # a real extra replica still counts
+
+
 def test_window_p99_and_outcomes_from_records() -> None:
     top = load_topology()
     t0 = 1000.0
