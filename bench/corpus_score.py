@@ -24,9 +24,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from inferslice.bench import corpus_interval, corpus_steal
 from inferslice.bench import corpus_metrics as cm
 from inferslice.bench import corpus_peers as peers
-from inferslice.bench import corpus_steal
 from inferslice.bench.corpus_draws import parse_seeds  # the generator's seed syntax: A-B, A, A-B,C
 from inferslice.bench.corpus_windows import LabelledWindow, corpus_files, inferslice_verdict, labelled, read_jsonl
 from inferslice.bottleneck import DEFAULT
@@ -372,6 +372,7 @@ def markdown(result: Mapping[str, Any]) -> str:
             shares = " / ".join(_pct((nm.get("share") or {}).get(c, 0.0 if nm.get("windows") else None)) for c in causes)
             lines.append(f"| {name}{note} | " + " | ".join(cells) + f" | {comp} | {_pct(nm.get('accuracy'))} | {shares} |")
         lines.append("")
+    lines += corpus_interval.markdown(result.get("intervals") or {}, TARGETS["ac1"])
     lines += corpus_steal.markdown(result.get("by_steal") or {})
     lines += ["## Targets", ""]
     for t in result["targets"]:
@@ -448,6 +449,7 @@ def score(
         "rcd": RCD_RUN if rca and "rcd" in rca else RCD_NOT_RUN,
         "sources": evaluate(ws, rca, tune, ours),
         "by_steal": corpus_steal.by_steal(ws, ours, corpus_steal.steal_of(_lines_of(corpus, chosen))),
+        "intervals": corpus_interval.seed_intervals(ws, ours),
     }
     result["targets"] = targets(result)
     (out / "score.json").write_text(json.dumps(result, indent=1, sort_keys=True, default=str))
