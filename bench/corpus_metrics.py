@@ -26,6 +26,10 @@ Definitions (the report repeats them):
 - **By cause kind** (beside AC@1): the caused windows per injected kind or pair of kinds in the
   truth set (``cap``, ``wan_cross``, ``gpu+load``), so a class's figure does not hide which
   physical cause it misses.
+- **A cause on the tier the truth did not count** (beside AC@1): a run that injected two causes on
+  one tier gives windows where removing one of them took less than the truth's bar off the excess,
+  so the truth holds only the other; the classifier may still see, and name, the one left out. The
+  split reads the caused windows by whether their tier carried such an uncounted cause class.
 - **Calibration**: expected calibration error over 10 equal-width confidence bins (correct = the
   verdict's class is the window's class) and the bins for the reliability plot; the **confident
   share** per class: windows at or above the confident bar with a verdict other than ``unknown``.
@@ -358,6 +362,26 @@ def ac1_by_kind(pairs: Iterable[tuple[Truth, Verdict]]) -> dict[str, Any]:
     for k, said in sorted(tally.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])):
         n = sum(said.values())
         out[k] = {"windows": n, "ac1": rate(right[k], n), "said": dict(said.most_common())}
+    return out
+
+
+def ac1_by_uncounted(rows: Iterable[tuple[Truth, Verdict, Iterable[str]]]) -> dict[str, Any]:
+    """AC@1 per cause class on the caused windows whose tier carried an injected cause of another
+    class that the truth did not count (``uncounted``), and on the rest, with how often the verdict
+    named an uncounted class. ``rows``: (truth, verdict, the classes injected on the window's tier
+    in its twin)."""
+    tally: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])  # windows, right, named an uncounted class
+    for t, v, injected in rows:
+        if t.primary == "healthy":
+            continue
+        left_out = set(injected) - set(t.causes) - {"healthy"}
+        c = tally[(t.primary, "uncounted" if left_out else "none")]
+        c[0] += 1
+        c[1] += v.primary == t.primary
+        c[2] += v.primary in left_out
+    out: dict[str, Any] = {}
+    for (cls, side), (n, r, named) in sorted(tally.items()):
+        out.setdefault(cls, {})[side] = {"windows": n, "ac1": rate(r, n), "named_uncounted": named}
     return out
 
 

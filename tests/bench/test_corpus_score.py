@@ -170,6 +170,10 @@ def test_one_command_scores_a_split_and_records_the_code_hash(tmp_path: Path) ->
     rows = [_row(seed, run, k, queue=(run == "all" and k >= 4)) for seed in (1, 2, 3) for run in ("clean", "all") for k in range(1, 10)]
     for r in rows:  # the load generator's own P99: every queue window breaches the 0.5 s SLO but window 4's
         r["stats"] = {"p99_ttft_s": 0.4 if r["window"] == 4 else 3.9 if r["truth"]["causes"] else 0.1}
+        if r["run"] == "all":  # the twin's causes: the load step, and on seed 3 a cap on free the truth did not count
+            r["causes"] = [{"kind": "load", "class": "queue", "tier": "free"}]
+            r["causes"] += [{"kind": "cap", "class": "network", "tier": "free"}] if r["seed"] == 3 else []
+            r["causes"] += [{"kind": "gpu", "class": "compute", "tier": "premium"}]  # another tier's: not this window's
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "windows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -188,6 +192,9 @@ def test_one_command_scores_a_split_and_records_the_code_hash(tmp_path: Path) ->
         "whose own P99 TTFT breached the SLO (met it, where a cause still added its excess): queue 100.0 % of 10 (met: 100.0 % of 2"
         in (tmp_path / "out" / "score.md").read_text()
     )
+    assert ours["by_uncounted"] == {"queue": {"none": {"windows": 6, "ac1": 1.0, "named_uncounted": 0},
+                                              "uncounted": {"windows": 6, "ac1": 1.0, "named_uncounted": 0}}}  # fmt: skip
+    assert "tier carried no injected cause the truth left uncounted" in (tmp_path / "out" / "score.md").read_text()
     assert ours["attribution"]["true_share_positive"]["pairs"] == 12
     assert ours["by_kind"] == {"load": {"windows": 12, "ac1": 1.0, "said": {"queue": 12}}}
     md = (tmp_path / "out" / "score.md").read_text()
