@@ -26,18 +26,22 @@ from inferslice.bench.corpus_windows import LabelledWindow
 DRAWS = 2000  # percentiles at 2.5 / 97.5 % move by well under a point between reruns at this many
 RNG_SEED = 0  # fixed: the same windows give the same intervals
 LEVEL = 0.95
+# Fewer seeds than this and the draws can only recombine the same few: an interval from them would
+# read as certainty (one seed: every draw is the seed itself), so the cell gets none.
+MIN_SEEDS = 5
 
 
 def seed_intervals(
     ws: Sequence[LabelledWindow], verdicts: Mapping[str, cm.Verdict], *, draws: int = DRAWS, rng_seed: int = RNG_SEED
 ) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
     """Per source, class and tier (and "all"): the AC@1 interval from resampling seeds, with how many
-    seeds hold a window of that cell. ``verdicts``: inferslice's verdict per window id."""
+    seeds hold a window of that cell (no interval, None, under ``MIN_SEEDS``). ``verdicts``:
+    inferslice's verdict per window id; a window without one is left out."""
     out: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
     for source in sorted({w.source for w in ws}):
         tally: dict[tuple[str, str], dict[int, list[int]]] = {}  # (class, tier) -> seed -> [windows, right]
         for w in ws:
-            if w.source != source:
+            if w.source != source or w.id not in verdicts:
                 continue
             t = cm.Truth.of(w.truth, w.tier)
             right = int(verdicts[w.id].primary == t.primary)
@@ -45,7 +49,7 @@ def seed_intervals(
                 c = tally.setdefault(key, {}).setdefault(w.seed, [0, 0])
                 c[0] += 1
                 c[1] += right
-        seeds = sorted({w.seed for w in ws if w.source == source})
+        seeds = sorted({w.seed for w in ws if w.source == source and w.id in verdicts})
         cells = sorted(tally)
         n = np.array([[tally[k].get(s, [0, 0])[0] for k in cells] for s in seeds], dtype=float)  # seeds x cells
         h = np.array([[tally[k].get(s, [0, 0])[1] for k in cells] for s in seeds], dtype=float)
@@ -59,13 +63,14 @@ def seed_intervals(
         for j, (cls, tier) in enumerate(cells):
             col = rate[:, j]
             col = col[~np.isnan(col)]
-            point = float(h[:, j].sum() / n[:, j].sum())
+            held = int((n[:, j] > 0).sum())
+            wide = held >= MIN_SEEDS and col.size > 0
             per.setdefault(cls, {})[tier] = {
-                "ac1": point,
+                "ac1": cm.rate(int(h[:, j].sum()), int(n[:, j].sum())),
                 "windows": int(n[:, j].sum()),
-                "seeds": int((n[:, j] > 0).sum()),
-                "lo": float(np.percentile(col, lo_q)),
-                "hi": float(np.percentile(col, hi_q)),
+                "seeds": held,
+                "lo": round(float(np.percentile(col, lo_q)), 4) if wide else None,
+                "hi": round(float(np.percentile(col, hi_q)), 4) if wide else None,
             }
         out[source] = per
     return out
@@ -80,6 +85,7 @@ def markdown(iv: Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]], ta
         "",
         f"Percentile bootstrap, {DRAWS} draws of the scored seeds with replacement (`bench/corpus_interval.py`):",
         "a seed's windows are not independent, so the seed is the unit. % [low, high] (windows / seeds);",
+        f"[-]: fewer than {MIN_SEEDS} seeds hold the cell, too few to resample.",
         f"a cell whose high end is under {target:.0%} is below the target on this evidence. Beside the",
         "per-cell AC@1 above, not instead of it.",
         "",
@@ -94,9 +100,11 @@ def markdown(iv: Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]], ta
             row = []
             for t in [*tiers, "all"]:
                 c = cells.get(t)
-                row.append(
-                    "-" if c is None else f"{c['ac1'] * 100:.1f} [{c['lo'] * 100:.0f}, {c['hi'] * 100:.0f}] ({c['windows']} / {c['seeds']})"
-                )
+                if c is None:
+                    row.append("-")
+                    continue
+                span = "-" if c["lo"] is None else f"{c['lo'] * 100:.0f}, {c['hi'] * 100:.0f}"
+                row.append(f"{c['ac1'] * 100:.1f} [{span}] ({c['windows']} / {c['seeds']})")
             lines.append(f"| {cls} | " + " | ".join(row) + " |")
         lines.append("")
     return lines

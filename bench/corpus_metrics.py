@@ -27,9 +27,9 @@ Definitions (the report repeats them):
   truth set (``cap``, ``wan_cross``, ``gpu+load``), so a class's figure does not hide which
   physical cause it misses.
 - **A cause on the tier the truth did not count** (beside AC@1): a run that injected two causes on
-  one tier gives windows where removing one of them took less than the truth's bar off the excess,
-  so the truth holds only the other; the classifier may still see, and name, the one left out. The
-  split reads the caused windows by whether their tier carried such an uncounted cause class.
+  one tier gives windows where removing one of them took a share of the excess under the truth's
+  bar, so the truth holds only the other; the classifier may still see, and name, the one left out.
+  The split reads the caused windows by whether such an uncounted cause acted on them.
 - **Calibration**: expected calibration error over 10 equal-width confidence bins (correct = the
   verdict's class is the window's class) and the bins for the reliability plot; the **confident
   share** per class: windows at or above the confident bar with a verdict other than ``unknown``.
@@ -365,16 +365,17 @@ def ac1_by_kind(pairs: Iterable[tuple[Truth, Verdict]]) -> dict[str, Any]:
     return out
 
 
-def ac1_by_uncounted(rows: Iterable[tuple[Truth, Verdict, Iterable[str]]]) -> dict[str, Any]:
-    """AC@1 per cause class on the caused windows whose tier carried an injected cause of another
-    class that the truth did not count (``uncounted``), and on the rest, with how often the verdict
-    named an uncounted class. ``rows``: (truth, verdict, the classes injected on the window's tier
-    in its twin)."""
+def ac1_by_uncounted(pairs: Iterable[tuple[Truth, Verdict]]) -> dict[str, Any]:
+    """AC@1 per cause class on the caused windows where a cause of another class acted on the tier
+    but under the truth's bar (removing it took a positive share of the excess, too little to
+    count: ``uncounted``), and on the rest, with how often the verdict named an uncounted class. A
+    cause injected on the tier but not acting in the window (before its onset, after its end) has
+    no share there and does not count."""
     tally: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])  # windows, right, named an uncounted class
-    for t, v, injected in rows:
+    for t, v in pairs:
         if t.primary == "healthy":
             continue
-        left_out = set(injected) - set(t.causes) - {"healthy"}
+        left_out = {c for (_, c), share in t.shares.items() if share > 0} - set(t.causes) - {"healthy"}
         c = tally[(t.primary, "uncounted" if left_out else "none")]
         c[0] += 1
         c[1] += v.primary == t.primary

@@ -125,14 +125,10 @@ def figures(ws: Sequence[LabelledWindow], verdicts: Mapping[str, cm.Verdict], *,
             "by_kind": cm.ac1_by_kind(pairs),
             "caps": cm.cap_reasons(pairs),
             "cause_shown": cm.ac1_cause_shown((t, v, w.snapshot) for (t, v), w in zip(pairs, kept, strict=True)),
-            "by_uncounted": cm.ac1_by_uncounted((t, v, _injected_on_tier(w)) for (t, v), w in zip(pairs, kept, strict=True)),
+            "by_uncounted": cm.ac1_by_uncounted(pairs),
             "by_slo": cm.ac1_by_slo((t, v, _p99_ttft(w), w.snapshot.slo_ttft_p99_s) for (t, v), w in zip(pairs, kept, strict=True)),
         }
     return out
-
-
-def _injected_on_tier(w: LabelledWindow) -> set[str]:
-    return {str(c["class"]) for c in w.causes if c.get("tier") == w.tier and c.get("class")}
 
 
 def _p99_ttft(w: LabelledWindow) -> float | None:
@@ -332,8 +328,8 @@ def markdown(result: Mapping[str, Any]) -> str:
                 un, rest = v.get("uncounted"), v.get("none")
                 named = f", {un['named_uncounted']} named it" if un else ""
                 parts.append(f"{cls} {_share(rest) if rest else '-'} (with one: {_share(un) if un else '-'}{named})")
-            head = ("AC@1 on caused windows whose tier carried no injected cause the truth left uncounted "
-                    "(with one, under the truth's bar: a compound run's other cause): ")  # fmt: skip
+            head = ("AC@1 on caused windows where no cause acted that the truth left uncounted "
+                    "(with one: a compound run's other cause, its share under the truth's bar): ")  # fmt: skip
             lines += ["", head + "; ".join(parts)]
         cols = [*cm.CLASSES, "unknown"]
         lines += [

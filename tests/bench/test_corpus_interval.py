@@ -30,23 +30,25 @@ def test_a_cell_whose_seeds_are_all_right_or_all_wrong_gets_a_seed_wide_interval
     assert iv == seed_intervals(ws, said)["embedded"]["queue"]["premium"]  # seeded: the same every time
 
 
-def test_one_seed_or_every_window_right_leaves_no_width() -> None:
-    ws = [_w(1, k, "free", "compute_limited") for k in range(4)] + [_w(s, 0, "standard", "healthy") for s in (1, 2, 3)]
+def test_a_cell_held_by_too_few_seeds_gets_no_interval_and_one_always_right_no_width() -> None:
+    ws = [_w(1, k, "free", "compute_limited") for k in range(4)] + [_w(s, 0, "standard", "healthy") for s in range(1, 7)]
     said = {w.id: cm.Verdict("compute" if w.tier == "free" else "healthy") for w in ws}
     said[ws[0].id] = cm.Verdict("queue")  # one of free's four compute windows misread
     iv = seed_intervals(ws, said)["embedded"]
-    assert (iv["compute"]["free"]["lo"], iv["compute"]["free"]["hi"]) == (0.75, 0.75)  # one seed: nothing to resample
-    assert iv["healthy"]["standard"] == {"ac1": 1.0, "windows": 3, "seeds": 3, "lo": 1.0, "hi": 1.0}
-    # a cell some draws miss entirely (compute lives on seed 1 only) still reads from the draws that hold it
-    assert iv["compute"]["all"]["seeds"] == 1 and iv["compute"]["all"]["lo"] == 0.75
+    # one seed: every draw holding the cell is that seed again, which says nothing of its spread
+    assert iv["compute"]["free"] == {"ac1": 0.75, "windows": 4, "seeds": 1, "lo": None, "hi": None}
+    assert iv["healthy"]["standard"] == {"ac1": 1.0, "windows": 6, "seeds": 6, "lo": 1.0, "hi": 1.0}  # right everywhere
+    del said[ws[-1].id]  # a window without a verdict is left out, not an error
+    assert seed_intervals(ws, said)["embedded"]["healthy"]["standard"]["windows"] == 5
 
 
 def test_sources_are_kept_apart_and_the_table_names_the_cells() -> None:
-    ws = [_w(s, 0, "standard", "network_limited", src) for s in (1, 2) for src in ("embedded", "prometheus")]
-    said = {w.id: cm.Verdict("network" if w.source == "embedded" or w.seed == 1 else "healthy") for w in ws}
+    ws = [_w(s, 0, "standard", "network_limited", src) for s in range(1, 7) for src in ("embedded", "prometheus")]
+    ws += [_w(1, 1, "free", "network_limited")]
+    said = {w.id: cm.Verdict("network" if w.source == "embedded" or w.seed <= 3 else "healthy") for w in ws}
     iv = seed_intervals(ws, said)
     assert iv["embedded"]["network"]["standard"]["ac1"] == 1.0 and iv["prometheus"]["network"]["standard"]["ac1"] == 0.5
     md = "\n".join(markdown(iv, 0.97))
-    assert "| network | 100.0 [100, 100] (2 / 2) | 100.0 [100, 100] (2 / 2) |" in md
+    assert "| network | 100.0 [-] (1 / 1) | 100.0 [100, 100] (6 / 6) | 100.0 [100, 100] (7 / 6) |" in md
     assert "prometheus:" in md and "under 97%" in md
     assert markdown({}, 0.97) == []

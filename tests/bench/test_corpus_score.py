@@ -170,10 +170,9 @@ def test_one_command_scores_a_split_and_records_the_code_hash(tmp_path: Path) ->
     rows = [_row(seed, run, k, queue=(run == "all" and k >= 4)) for seed in (1, 2, 3) for run in ("clean", "all") for k in range(1, 10)]
     for r in rows:  # the load generator's own P99: every queue window breaches the 0.5 s SLO but window 4's
         r["stats"] = {"p99_ttft_s": 0.4 if r["window"] == 4 else 3.9 if r["truth"]["causes"] else 0.1}
-        if r["run"] == "all":  # the twin's causes: the load step, and on seed 3 a cap on free the truth did not count
-            r["causes"] = [{"kind": "load", "class": "queue", "tier": "free"}]
-            r["causes"] += [{"kind": "cap", "class": "network", "tier": "free"}] if r["seed"] == 3 else []
-            r["causes"] += [{"kind": "gpu", "class": "compute", "tier": "premium"}]  # another tier's: not this window's
+        if r["seed"] == 3 and r["truth"]["causes"]:  # a cap acted too, its 10 % of the excess under the truth's bar
+            r["truth"]["effects"] = [*r["truth"]["effects"], {"name": "c1", "kind": "cap", "cls": "network", "tier": "free",
+                                                              "share": {"ttft": 0.1, "tpot": None}}]  # fmt: skip
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "windows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -194,8 +193,13 @@ def test_one_command_scores_a_split_and_records_the_code_hash(tmp_path: Path) ->
     )
     assert ours["by_uncounted"] == {"queue": {"none": {"windows": 6, "ac1": 1.0, "named_uncounted": 0},
                                               "uncounted": {"windows": 6, "ac1": 1.0, "named_uncounted": 0}}}  # fmt: skip
-    assert "tier carried no injected cause the truth left uncounted" in (tmp_path / "out" / "score.md").read_text()
-    assert ours["attribution"]["true_share_positive"]["pairs"] == 12
+    md = (tmp_path / "out" / "score.md").read_text()
+    uncounted = "queue 100.0 % of 6 (with one: 100.0 % of 6, 0 named it)"
+    assert "where no cause acted that the truth left uncounted (with one: a compound run's other cause" in md and uncounted in md
+    iv = result["intervals"]["prometheus"]["queue"]["free"]  # two seeds: too few to resample
+    assert (iv["windows"], iv["seeds"], iv["lo"], iv["hi"]) == (12, 2, None, None)
+    assert "| queue | 100.0 [-] (12 / 2) |" in md
+    assert ours["attribution"]["true_share_positive"]["pairs"] == 12 + 6  # queue on every caused window, the cap on seed 3's six
     assert ours["by_kind"] == {"load": {"windows": 12, "ac1": 1.0, "said": {"queue": 12}}}
     md = (tmp_path / "out" / "score.md").read_text()
     assert "AC@1 per injected cause kind in the truth set (caused windows): load 100.0 % of 12" in md
