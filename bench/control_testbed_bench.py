@@ -110,6 +110,9 @@ def tier_outcomes(
     return out
 
 
+KEPT_BREACHES = 20  # the first instants say what was misread or breached; the count keeps the rest
+
+
 def live_slots(top: Topology, readings: Mapping[str, TierReading]) -> dict[str, list[str]]:
     """Per tier, the slots its serving replicas hold: not draining, one per front slot number (ready
     first), and at most the target of them: a move's successor, cold-starting beside the replica it
@@ -237,7 +240,8 @@ def _loop(
     breaches: list[dict[str, Any]],
 ) -> int:
     """The run's ticks: inject what is due, read, score the instant, let the policy act; returns the
-    violations, each instant with any entered in ``breaches`` (scenario time, count, what was read)."""
+    violations, each instant with any entered in ``breaches`` (scenario time, count, what was read;
+    the first ``KEPT_BREACHES`` of them)."""
     from inferslice.errors import SourceUnavailable
     from inferslice.testbed.net import lifecycle
 
@@ -264,7 +268,7 @@ def _loop(
         holding = {t: [x.slot for x in r.replicas if x.state != "draining"] for t, r in readings.items()}
         live, held_caps = live_slots(top, readings), {t: r.cap_bps for t, r in readings.items()}
         n = count_violations(top, res, live, held_caps, holding)
-        if n:
+        if n and len(breaches) < KEPT_BREACHES:
             breaches.append({"t_s": round(now, 2), "violations": n, "live": live, "holding": holding, "caps_bps": held_caps})
         violations += n
         last = now
