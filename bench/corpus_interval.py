@@ -50,6 +50,8 @@ def seed_intervals(
                 c[0] += 1
                 c[1] += right
         seeds = sorted({w.seed for w in ws if w.source == source and w.id in verdicts})
+        if not seeds:  # no verdict on this source: nothing to resample
+            continue
         cells = sorted(tally)
         n = np.array([[tally[k].get(s, [0, 0])[0] for k in cells] for s in seeds], dtype=float)  # seeds x cells
         h = np.array([[tally[k].get(s, [0, 0])[1] for k in cells] for s in seeds], dtype=float)

@@ -40,6 +40,7 @@ def test_a_cell_held_by_too_few_seeds_gets_no_interval_and_one_always_right_no_w
     assert iv["healthy"]["standard"] == {"ac1": 1.0, "windows": 6, "seeds": 6, "lo": 1.0, "hi": 1.0}  # right everywhere
     del said[ws[-1].id]  # a window without a verdict is left out, not an error
     assert seed_intervals(ws, said)["embedded"]["healthy"]["standard"]["windows"] == 5
+    assert seed_intervals(ws, {}) == {}  # no verdict at all: no cell, not an error
 
 
 def test_sources_are_kept_apart_and_the_table_names_the_cells() -> None:
