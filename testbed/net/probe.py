@@ -89,6 +89,26 @@ class Transfer:
         (t0, b0), (t1, b1) = at(start_s), at(end_s)
         return (b1 - b0) * 8.0 / (t1 - t0) if t1 > t0 else 0.0
 
+    def peak_rate_bps(self, window_s: float, start_s: float = 0.0) -> float:
+        """The best mean goodput over any ``window_s`` of the transfer from ``start_s`` on (the
+        samples' own instants as window starts). A link's capacity is a maximum: a stall of the
+        machine (a neighbour's burst, the hypervisor's steal) lowers some windows, never raises
+        one above what the wire carries, so the best window reads the wire where the mean over the
+        whole transfer reads the machine. Zero when no window of that length fits."""
+        best = 0.0
+        j = 0
+        for i, (t0, b0) in enumerate(self.samples):
+            if t0 < start_s:
+                continue
+            j = max(j, i)
+            while j < len(self.samples) and self.samples[j][0] < t0 + window_s:
+                j += 1
+            if j == len(self.samples):
+                break
+            t1, b1 = self.samples[j]
+            best = max(best, (b1 - b0) * 8.0 / (t1 - t0))
+        return best
+
 
 def tcp_transfer(
     sender_netns: str,

@@ -127,3 +127,22 @@ def test_cli_table_and_parsing() -> None:
     args = parser.parse_args(["up", "--no-services"])
     assert args.no_services and args.topology is None
     assert {"up", "down", "status", "cap"} <= set(cmd.HANDLERS)
+
+
+def test_a_transfers_peak_rate_is_its_best_window_and_a_stall_cannot_raise_it() -> None:
+    from inferslice.testbed.net.probe import Transfer
+
+    # 1 Mbit/s (125,000 bytes a second, sampled every 0.25 s) with a 1 s stall from 1.0 to 2.0 s:
+    # the mean over 0-4 s is 0.75 Mbit/s, every 1 s window clear of the stall reads 1 Mbit/s.
+    samples, total = [(0.0, 0)], 0
+    for k in range(1, 17):
+        t = k * 0.25
+        total += 0 if 1.0 < t <= 2.0 else 31_250
+        samples.append((t, total))
+    tr = Transfer(samples)
+    assert tr.rate_bps(0.0, 4.0) == pytest.approx(0.75e6)
+    assert tr.peak_rate_bps(1.0) == pytest.approx(1e6)
+    assert tr.peak_rate_bps(1.0, start_s=1.0) == pytest.approx(1e6)  # 2.0-3.0 and 3.0-4.0
+    assert tr.peak_rate_bps(1.0, start_s=1.5) == pytest.approx(1e6)  # 2.0-3.0
+    assert tr.peak_rate_bps(2.5, start_s=1.0) == pytest.approx(0.8e6)  # 1.5-4.0: 2 s of data in 2.5 s
+    assert tr.peak_rate_bps(5.0) == 0.0  # no window that long
