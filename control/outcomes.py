@@ -100,6 +100,7 @@ def judge(
     checks = list(st.checks)
     keep: list[Check] = []
     ineffective = list(st.ineffective)
+    insufficient = list(st.insufficient)
     rollbacks: list[Action] = []
     stale_after_s = 10 * cold_start_s(st, p) + 60.0  # an action never applied (pending, dry-run) or never measured stops waiting
 
@@ -146,6 +147,7 @@ def judge(
             if failed and c.kind is ActionKind.SET_CAP and _link_uses(ss, _num(c.value), p.settings.link_used_ratio):
                 # The link fills the raised cap: demand hidden behind the old cap's queue shows once it drains.
                 verdict(c, OUTCOME_INSUFFICIENT, f"cap {c.value:g} bit/s binds again: raise further")
+                insufficient.append((c.cause, c.kind.value))
                 continue
             if (
                 failed
@@ -160,12 +162,16 @@ def judge(
             safe = failed and _rollback_safe(c, present)
         if not failed:
             verdict(c, OUTCOME_EFFECTIVE, f"{c.kind.value} -> {c.value} answered {c.cause}")
+            insufficient = [f for f in insufficient if f != (c.cause, c.kind.value)]
             continue
         verdict(c, OUTCOME_INEFFECTIVE, note)
         ineffective.append((c.cause, c.kind.value))
         if safe:
             rollbacks.append(_rollback(p, c, now_s))
-    return replace(st, checks=tuple(keep), ineffective=tuple(dict.fromkeys(ineffective))), rollbacks
+    return (
+        replace(st, checks=tuple(keep), ineffective=tuple(dict.fromkeys(ineffective)), insufficient=tuple(dict.fromkeys(insufficient))),
+        rollbacks,
+    )
 
 
 def _link_uses(ss: SliceState, cap_bps: float | None, ratio: float) -> bool:

@@ -84,6 +84,9 @@ class ControlState:
     last_window_s: float | None = None
     checks: tuple[Check, ...] = ()
     ineffective: tuple[tuple[str, str], ...] = ()  # (cause, action kind) that did not help: never repeated within this episode
+    # (cause, action kind) whose last step was too little (a raise the link fills): the next step
+    # finishes it even where a met SLO would hold a first one (an estimate under a binding cap is low)
+    insufficient: tuple[tuple[str, str], ...] = ()
     at_ceiling: bool = False
     streaks: tuple[tuple[str, int], ...] = ()  # (regime, consecutive diagnosis windows it has been binding)
     streak_window_s: float | None = None  # the diagnosis window the streaks last counted
@@ -97,6 +100,7 @@ class ControlState:
         out = asdict(self)
         out["checks"] = [{**asdict(c), "kind": c.kind.value} for c in self.checks]
         out["ineffective"] = [list(f) for f in self.ineffective]
+        out["insufficient"] = [list(f) for f in self.insufficient]
         out["streaks"] = [list(x) for x in self.streaks]
         return out
 
@@ -119,6 +123,7 @@ def control_state_from_dict(data: Mapping[str, Any]) -> ControlState:
         checks=tuple(Check(**{**c, "kind": ActionKind(c["kind"])}) for c in data.get("checks", [])),
         # "futile": what a trail written before the outcome names changed calls it
         ineffective=tuple((str(a), str(b)) for a, b in data.get("ineffective", data.get("futile", []))),
+        insufficient=tuple((str(a), str(b)) for a, b in data.get("insufficient", [])),
         at_ceiling=bool(data.get("at_ceiling", False)),
         streaks=tuple((str(r), int(n)) for r, n in data.get("streaks", [])),
         streak_window_s=data.get("streak_window_s"),

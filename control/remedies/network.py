@@ -9,7 +9,13 @@ link with headroom is no such evidence (before, it probed x3: the model's ``over
 1.5 -> 4.0 Mbit/s while a co-tenant's GPU share, not the link, slowed it); nor is a pinned link on a
 tier meeting its SLO (``SloState.MET``: P99 TTFT under 80 % of it): a probe then spends budget other
 tiers' guarantees share and cures nothing the tier misses (``overlap``, seed 1: 1.24 -> 3.7 Mbit/s at
-P99 TTFT 0.11 s)."""
+P99 TTFT 0.11 s).
+
+Except after our own raise judged insufficient (the link fills the raised cap): that raise was sized
+on an estimate taken under a binding cap, which is a lower bound, and it left the tier with no
+headroom for the next load step. The next step finishes it, by the headroom rather than a probe when
+the SLO is met (the demo's approval segment: 0.5 -> 0.86 Mbit/s on a ~0.9 Mbit/s demand met the SLO
+at P99 TTFT 0.25 s with the link pinned, and was held there, still network-limited)."""
 
 from __future__ import annotations
 
@@ -42,13 +48,15 @@ def network_remedy(step: Step, decided: frozenset[ActionKind]) -> Proposal:
     ):
         pinned = link_pinned(ss, s.link_pinned_ratio)
         slo_met = step.diagnosis is not None and step.diagnosis.slo is SloState.MET
-        why = "but the SLO is met" if slo_met else "and demand fits under it" if not pinned and demand <= cap * 1.05 else None
+        unfinished = (N.value, ActionKind.SET_CAP.value) in st.insufficient
+        fits = not pinned and demand <= cap * 1.05
+        why = "but the SLO is met" if slo_met and not unfinished else "and demand fits under it" if fits else None
         if why is not None:
             ev = held_event(step, N, f"the link carries {_share(ss, cap)} of its cap {why}: no raise")
             out.events += [ev] if ev is not None else []
             return out
-        # A pinned link hides the demand: probe.
-        factor = s.cap_probe_factor if pinned else s.cap_headroom
+        # A pinned link hides the demand: probe, unless the SLO is met (finishing an insufficient raise).
+        factor = s.cap_probe_factor if pinned and not slo_met else s.cap_headroom
         new_cap = min(max(demand * s.cap_headroom, cap * factor), p.bandwidth_budget_bps)
         out.actions.append(
             Action(

@@ -13,8 +13,8 @@ from dataclasses import replace
 from inferslice.actions import ActionKind
 from inferslice.bottleneck.classify import TAIL
 from inferslice.control.policy import decide
-from inferslice.control.state import Check, ControlState, mark_applied
-from inferslice.diagnosis import Diagnosis, Regime
+from inferslice.control.state import Check, ControlState, control_state_from_dict, mark_applied
+from inferslice.diagnosis import Diagnosis, Regime, SloState
 from inferslice.snapshot import SliceSnapshot
 
 from .helpers import POLICIES, state_of
@@ -88,6 +88,32 @@ def test_an_8_s_window_reporting_the_new_cap_but_begun_before_it_raises_nothing(
     actions, st = decide(_verdict(N, 110.0), under, P, 110.0, st)
     assert _outcomes(st) == {raise_cap.id: "insufficient"}
     assert [a.kind for a in actions] == [ActionKind.SET_CAP] and float(actions[0].value) > cap  # type: ignore[arg-type]
+
+
+def test_our_own_raise_that_the_link_fills_is_finished_even_when_the_slo_is_met() -> None:
+    # The demo's approval segment (CI at 63ed390): 0.5 -> 0.86 Mbit/s sized on an estimate taken under
+    # the binding cap met the SLO with the link pinned (0.84 of 0.86), still network-limited; a met SLO
+    # held the next raise, and the tier stayed network-limited. Insufficient now lets one headroom
+    # step follow: max(0.84 x 1.3, 0.86 x 1.3) = 1.118 Mbit/s (not the probe: x3 = 2.58).
+    st = ControlState(checks=(_cap_check("s-1-set_cap", 0.86e6, 0.5e6, 100.0),))
+    met = replace(_verdict(N, 112.0), slo=SloState.MET)
+    under = state_of("standard", {"standard": 2}, _window(112.0, 0.86e6, 0.84e6), caps={"standard": 0.86e6})
+    actions, after = decide(met, under, P, 112.0, st)
+    assert _outcomes(after) == {"s-1-set_cap": "insufficient"}
+    assert [(a.kind, a.value) for a in actions] == [(ActionKind.SET_CAP, 1_118_000)]
+    assert after.insufficient == ()  # the step that followed finishes it: the next one is judged on its own
+    # the same window with no raise of ours behind it: a met SLO holds, as before
+    actions, fresh = decide(met, under, P, 112.0, ControlState())
+    assert actions == [] and any("SLO is met" in e.message for e in fresh.events if e.kind == "held")
+
+
+def test_an_insufficient_raise_outlives_a_window_that_acts_on_nothing_and_a_restart() -> None:
+    # A verdict under the controller's confidence bar decides nothing: the raise still waits to be finished.
+    st = ControlState(insufficient=(("network_limited", "set_cap"),))
+    under = state_of("standard", {"standard": 2}, _window(112.0, 0.86e6, 0.84e6), caps={"standard": 0.86e6})
+    actions, kept = decide(Diagnosis("standard", N, (), 0.3, window_end_s=112.0), under, P, 112.0, st)
+    assert actions == [] and kept.insufficient == (("network_limited", "set_cap"),)
+    assert control_state_from_dict(kept.to_dict()).insufficient == (("network_limited", "set_cap"),)
 
 
 def test_a_scale_out_is_judged_from_when_its_replicas_serve() -> None:
