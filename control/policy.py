@@ -148,7 +148,7 @@ def decide(
     healthy_since = (st.healthy_since_s if st.healthy_since_s is not None else now_s) if healthy else None
     st = replace(track(st, diagnosis, {b.regime for b in binding}, ss, s, now_s), healthy_since_s=healthy_since)
     if healthy_since is not None and now_s - healthy_since >= s.reclaim_after_healthy_s:
-        st = replace(st, ineffective=(), insufficient=(), at_ceiling=False)  # a new episode may try every remedy again
+        st = replace(st, ineffective=(), insufficient=(), finished=(), at_ceiling=False)  # a new episode may try every remedy again
 
     step = Step(diagnosis, ss, p, st, now_s, lam, fc, any(b.regime is N for b in binding), frozenset(st.ineffective), state)
     actions: list[Action] = list(rollbacks)
@@ -178,9 +178,13 @@ def decide(
         if proposal.replicas is not None and (wish is None or proposal.replicas.n > wish.n):
             wish = proposal.replicas
 
-    # A step that follows an insufficient one finishes it: the next is judged on its own.
-    done = {(str(a.regime), a.kind.value) for a in actions}
-    st = replace(st, insufficient=tuple(f for f in st.insufficient if f not in done))
+    # A step that follows an insufficient one finishes it, once an episode: if the link fills that
+    # one too, a met SLO holds again (a link that fills every cap would otherwise chain x1.3 steps
+    # to the budget). Cleared when decided, not applied: a refused step is not proposed again.
+    done = {(str(a.regime), a.kind.value) for a in actions} & set(st.insufficient)
+    if done:
+        left = tuple(f for f in st.insufficient if f not in done)
+        st = replace(st, insufficient=left, finished=tuple(dict.fromkeys((*st.finished, *sorted(done)))))
 
     only_network = (bool(binding) and all(b.regime is N for b in binding)) or network_only(diagnosis, s)
     # Arrivals recovering behind a raised cap are not a demand trend: no pre-scale in the network's shadow.

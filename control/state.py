@@ -87,6 +87,7 @@ class ControlState:
     # (cause, action kind) whose last step was too little (a raise the link fills): the next step
     # finishes it even where a met SLO would hold a first one (an estimate under a binding cap is low)
     insufficient: tuple[tuple[str, str], ...] = ()
+    finished: tuple[tuple[str, str], ...] = ()  # those finished once this episode: a second fill is held again (no chain to the budget)
     at_ceiling: bool = False
     streaks: tuple[tuple[str, int], ...] = ()  # (regime, consecutive diagnosis windows it has been binding)
     streak_window_s: float | None = None  # the diagnosis window the streaks last counted
@@ -101,6 +102,7 @@ class ControlState:
         out["checks"] = [{**asdict(c), "kind": c.kind.value} for c in self.checks]
         out["ineffective"] = [list(f) for f in self.ineffective]
         out["insufficient"] = [list(f) for f in self.insufficient]
+        out["finished"] = [list(f) for f in self.finished]
         out["streaks"] = [list(x) for x in self.streaks]
         return out
 
@@ -124,6 +126,7 @@ def control_state_from_dict(data: Mapping[str, Any]) -> ControlState:
         # "futile": what a trail written before the outcome names changed calls it
         ineffective=tuple((str(a), str(b)) for a, b in data.get("ineffective", data.get("futile", []))),
         insufficient=tuple((str(a), str(b)) for a, b in data.get("insufficient", [])),
+        finished=tuple((str(a), str(b)) for a, b in data.get("finished", [])),
         at_ceiling=bool(data.get("at_ceiling", False)),
         streaks=tuple((str(r), int(n)) for r, n in data.get("streaks", [])),
         streak_window_s=data.get("streak_window_s"),

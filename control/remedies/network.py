@@ -13,9 +13,10 @@ P99 TTFT 0.11 s).
 
 Except after our own raise judged insufficient (the link fills the raised cap): that raise was sized
 on an estimate taken under a binding cap, which is a lower bound, and it left the tier with no
-headroom for the next load step. The next step finishes it, by the headroom rather than a probe when
-the SLO is met (the demo's approval segment: 0.5 -> 0.86 Mbit/s on a ~0.9 Mbit/s demand met the SLO
-at P99 TTFT 0.25 s with the link pinned, and was held there, still network-limited)."""
+headroom for the next load step. The next step finishes it, once an episode, to demand x the
+headroom (at least the cap x the headroom) rather than a probe when the SLO is met (the demo's
+approval segment: 0.5 -> 0.86 Mbit/s on a ~0.9 Mbit/s demand met the SLO at P99 TTFT 0.25 s with
+the link pinned, and was held there, still network-limited). A refused step is not proposed again."""
 
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def network_remedy(step: Step, decided: frozenset[ActionKind]) -> Proposal:
     ):
         pinned = link_pinned(ss, s.link_pinned_ratio)
         slo_met = step.diagnosis is not None and step.diagnosis.slo is SloState.MET
-        unfinished = (N.value, ActionKind.SET_CAP.value) in st.insufficient
+        key = (N.value, ActionKind.SET_CAP.value)
+        unfinished = key in st.insufficient and key not in st.finished
         fits = not pinned and demand <= cap * 1.05
         why = "but the SLO is met" if slo_met and not unfinished else "and demand fits under it" if fits else None
         if why is not None:

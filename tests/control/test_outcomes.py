@@ -102,6 +102,17 @@ def test_our_own_raise_that_the_link_fills_is_finished_even_when_the_slo_is_met(
     assert _outcomes(after) == {"s-1-set_cap": "insufficient"}
     assert [(a.kind, a.value) for a in actions] == [(ActionKind.SET_CAP, 1_118_000)]
     assert after.insufficient == ()  # the step that followed finishes it: the next one is judged on its own
+    # Once an episode: the link fills 1.118 too (1.10), the SLO still met: insufficient, and held this
+    # time (a link that fills every cap would chain x1.3 steps to the budget: 12 windows to 20 Mbit/s).
+    after = mark_applied(after, actions[0].id, 113.0)
+    met2 = replace(_verdict(N, 126.0), slo=SloState.MET)
+    under2 = state_of("standard", {"standard": 2}, _window(126.0, 1.118e6, 1.10e6), caps={"standard": 1.118e6})
+    actions, after = decide(met2, under2, P, 126.0, after)
+    assert _outcomes(after) == {"standard-1-set_cap": "insufficient"}
+    assert actions == [] and after.finished == (("network_limited", "set_cap"),)
+    # a missed SLO raises as it always did (the probe on a pinned link: 1.118 x 3)
+    actions, _ = decide(_verdict(N, 126.0), under2, P, 126.0, replace(after, checks=()))
+    assert [a.value for a in actions] == [round(1.118e6 * 3)]
     # the same window with no raise of ours behind it: a met SLO holds, as before
     actions, fresh = decide(met, under, P, 112.0, ControlState())
     assert actions == [] and any("SLO is met" in e.message for e in fresh.events if e.kind == "held")
