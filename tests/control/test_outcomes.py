@@ -127,6 +127,16 @@ def test_an_insufficient_raise_outlives_a_window_that_acts_on_nothing_and_a_rest
     assert control_state_from_dict(kept.to_dict()).insufficient == (("network_limited", "set_cap"),)
 
 
+def test_an_effective_raise_clears_what_was_left_to_finish() -> None:
+    # A later raise of the same knob judged effective (the first window under 2.0 Mbit/s reads healthy):
+    # nothing is left to finish.
+    key = ("network_limited", "set_cap")
+    st = ControlState(checks=(_cap_check("s-2-set_cap", 2.0e6, 0.86e6, 100.0),), insufficient=(key,))
+    ss = state_of("standard", {"standard": 2}, _window(112.0, 2.0e6, 1.2e6), caps={"standard": 2.0e6})
+    _, after = decide(_verdict(H, 112.0), ss, P, 112.0, st)
+    assert _outcomes(after) == {"s-2-set_cap": "effective"} and after.insufficient == ()
+
+
 def test_a_scale_out_is_judged_from_when_its_replicas_serve() -> None:
     p = POLICIES["premium"]
     check = Check("p-1-set_replicas", ActionKind.SET_REPLICAS, "queue_limited", 3, 2, 100.0 + 16.0, 16.0, True, 100.0)
