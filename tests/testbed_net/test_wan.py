@@ -3,7 +3,8 @@ cross-traffic, and what the registry and the exporter report of them (root only)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -48,15 +49,13 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Registry
             down(state_dir, prefix=PREFIX)
 
 
-def _toward_bristol(plan: NetPlan, w: WanLink, seconds: float, port: int) -> float:
-    """Bulk TCP from the link's london end to its bristol end (the direction responses take), goodput in bit/s."""
-    return _transfer_toward_bristol(w, seconds, port).rate_bps(1.0, seconds)
-
-
-def _transfer_toward_bristol(w: WanLink, seconds: float, port: int) -> Transfer:
+def _transfer_toward_bristol(
+    w: WanLink, seconds: float, port: int, at: tuple[tuple[float, Callable[[], None]], ...] = ()
+) -> Transfer:
+    """Bulk TCP from the link's london end to its bristol end (the direction responses take)."""
     tx_ns, tx_ip = w.end("london")
     rx_ns, _ = w.end("bristol")
-    return tcp_transfer(tx_ns, tx_ip, rx_ns, seconds, port=port)
+    return tcp_transfer(tx_ns, tx_ip, rx_ns, seconds, port=port, at=at)
 
 
 def _capacity_toward_bristol(plan: NetPlan, w: WanLink, seconds: float, port: int, expected_bps: float) -> float:
@@ -124,7 +123,15 @@ def test_udp_cross_traffic_leaves_the_rest_of_the_link(testbed: tuple[Registry, 
         assert (flow.sender, flow.receiver) == ("london", "bristol")  # default: toward the gateway's end
         before = _london_to_bristol(state_dir)
         retrans0 = tcpinfo.read_counters(w.ns_b)["Tcp:RetransSegs"]
-        shared = _toward_bristol(plan, w, 4.0, 15303)
+        line: list[tuple[float, int]] = []  # (monotonic s, bytes the delay line forwarded toward bristol)
+
+        def read_line() -> None:
+            t0 = time.monotonic()
+            sent = _london_to_bristol(state_dir).forwarded_bytes
+            line.append(((t0 + time.monotonic()) / 2, sent))
+
+        sampled = _transfer_toward_bristol(w, 4.0, 15303, at=tuple((0.25 * k, read_line) for k in range(2, 16)))
+        shared = sampled.rate_bps(1.0, 4.0)
         after = _london_to_bristol(state_dir)
         retrans = tcpinfo.read_counters(w.ns_b)["Tcp:RetransSegs"] - retrans0
         listed = wan_link_state("bristol-london", state_dir).cross
@@ -136,7 +143,11 @@ def test_udp_cross_traffic_leaves_the_rest_of_the_link(testbed: tuple[Registry, 
     assert alone / GOODPUT_PER_PACKET == pytest.approx(10e6, rel=RATE_TOLERANCE)
     assert shared / GOODPUT_PER_PACKET == pytest.approx(3e6, rel=0.35)
     assert after.dropped_full > before.dropped_full  # the link is full: its buffer overflows
-    assert (after.forwarded_bytes - before.forwarded_bytes) * 8 / 4.0 == pytest.approx(10e6, rel=RATE_TOLERANCE)
+    # The line is full: its best 1 s forwards the link's rate. The mean over the whole transfer read
+    # 8.08 Mbit/s in one `make test` run (passing alone): a stall of the machine lowers some seconds
+    # of the userspace delay line, never raises one above its rate (as `_capacity_toward_bristol`).
+    assert after.forwarded_bytes > before.forwarded_bytes
+    assert Transfer(sorted(line)).peak_rate_bps(1.0) == pytest.approx(10e6, rel=RATE_TOLERANCE)
     assert retrans > 0  # the TCP sender lost packets and repaired them
     assert [c.id for c in listed] == [flow.id] and stopped == [flow.id]
     assert not any(procs.is_running(procs.PidFile("x", p, None)) for p in pids)
