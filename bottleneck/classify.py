@@ -19,12 +19,18 @@ network and compute (and an unexplained ``base``). The regimes follow from that 
   binds through a TTFT statistic from 1.5x its reference (``ttft_link_inflation_ratio``, v11; the
   queue and compute keep their 3x);
 - the window after a co-tenant left (``prior_gpu_share``, v14): compute at ``TAIL`` (0.25), under
-  every bar that acts or pages, where the verdict would otherwise be healthy;
+  every bar that acts or pages, where the verdict would otherwise be healthy; and (v18) where it
+  would be the queue: the queue is the backlog the slowed engines left, secondary to compute at
+  ``TAIL`` (the next window, with no drop before it, reads the queue on its own if it still stands);
+- a measured delay binds only where it is a material part of what the first tokens lost
+  (``delay_excess_share`` of the TTFT excess, the median's where measured, v18): a 130 ms step
+  beside a queue that holds first tokens for seconds is not what binds;
 - healthy: nothing binds. An SLO at risk shows in ``slo`` and ``slo_signal``, never in the regime.
   A tier with nothing served, running or waiting in the window is healthy (idle), not unknown
   (served: the TTFT histogram's count, or the SLO request rate before that series exists).
   A standing queue at the replica ceiling is the one binding signature read from gauges alone (a
-  queued request's TTFT is only observed when it is served), at lower confidence;
+  queued request's TTFT is only observed when it is served), at lower confidence, from three
+  requests waiting (v18: one or two are arrivals between the engine's scheduling steps);
 - unknown: the fields present cannot separate the causes (TPOT up with the link unknown and no
   compute confirmation; TTFT up without TPOT or a free link with a queue confirmation).
 
@@ -103,12 +109,26 @@ def _delay_shown(attribution: Attribution, delay_ttft_s: float, th: Thresholds) 
     ]
 
 
+def _delay_counts(attribution: Attribution, delay_ttft_s: float, th: Thresholds) -> bool:
+    """Whether the delay is a material part of what the first tokens lost: at least
+    ``delay_excess_share`` of the TTFT excess over the reference, the median's where the window has
+    one (a queue inflates the P99 most). A 130 ms step beside a 10 s queue does not bind (v18): the
+    queue's remedy comes first there, and removing the delay would leave the breach."""
+    excess: dict[str, float] = {}
+    for s in attribution.shares:
+        if s.stat.startswith("ttft") and s.reference_s is not None:
+            excess[s.stat] = s.observed_s - s.reference_s
+    judged = excess.get("ttft_p50", excess.get("ttft_p99"))
+    return judged is None or ge(delay_ttft_s, th.delay_excess_share * judged)
+
+
 def _queue_building(snap: SliceSnapshot, th: Thresholds) -> bool:
-    """A standing queue at the replica ceiling (all three signals must be known)."""
+    """A standing queue at the replica ceiling (all three signals must be known): more than the
+    arrivals an engine's scheduling step holds at an instant (``queue_leading_min_waiting``, v18)."""
     if snap.requests_waiting is None or snap.requests_running is None or snap.replicas is None or snap.replicas_max is None:
         return False
     at_ceiling = snap.replicas_max > 0 and snap.replicas >= snap.replicas_max
-    return at_ceiling and snap.requests_waiting > 0 and snap.requests_waiting >= th.queue_leading_ratio * max(snap.requests_running, 1.0)
+    return at_ceiling and snap.requests_waiting >= max(th.queue_leading_min_waiting, th.queue_leading_ratio * snap.requests_running)
 
 
 _REF_FIELDS = (
@@ -236,7 +256,9 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     # where the first tokens show it (``delay_shown_fraction`` of it in a TTFT statistic's excess).
     delay_bar = th.delay_material_slo_fraction * signals.slo_ttft_s(snap, th)
     material_delay = delay_bar > 0 and ge(ph.delay_ttft_s, delay_bar)
-    delay_shown = _delay_shown(attribution, ph.delay_ttft_s, th) if material_delay else []
+    # ... and only where it is a material part of the first tokens' excess (``_delay_counts``, v18).
+    counts = material_delay and _delay_counts(attribution, ph.delay_ttft_s, th)
+    delay_shown = _delay_shown(attribution, ph.delay_ttft_s, th) if counts else []
     delay_margin = math.log2(min(ph.delay_ttft_s / delay_bar, RATIO_MAX)) if delay_shown else 0.0
     delay_rests = [st for st in delay_shown if st.endswith("p50")] or delay_shown  # a median needs fewer requests
     delay_binds = bool(delay_shown) and "network" not in binding
@@ -265,6 +287,13 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             # A reported GPU-share drop slows every replica of the tier by 1 / share: the queue is
             # what the slower engines leave behind, and moving them comes before adding replicas.
             binding.insert(0, "compute")
+        # v18: a queue in the window after a GPU-share drop (the co-tenant has left since) is the backlog
+        # the slowed engines left: compute's, read at TAIL like ``_contention_tail`` (nothing to remedy
+        # that the drained queue will not); the queue stays secondary.
+        backlog = bool(binding) and binding[0] == "queue" and not share_cut and "compute" not in binding and _share_left(snap, th)
+        if backlog:
+            binding.insert(0, "compute")
+            tail = True
         if binding:
             primary = binding[0]
             regime = REGIME_OF[primary]
@@ -273,6 +302,12 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             if named:
                 caps.append("no resource's share is material alone: the largest is named")
                 rests_on = [r[0] for r in judge.rows if r[4] and r[6]]
+            elif backlog:
+                margin, rests_on = 0.0, [r[0] for r in judge.rows if r[4] and r[6]]
+                note = (
+                    f"the queue is the backlog of engines the window before slowed to a GPU share of {snap.prior_gpu_share:.2g}: "
+                    "the co-tenant has left, and the queue drains at the full share"
+                )
             elif share_cut:
                 margin, rests_on = 0.0, [r[0] for r in judge.rows if r[4] and r[6]]
                 note = (
@@ -390,14 +425,19 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     )
 
 
+def _share_left(snap: SliceSnapshot, th: Thresholds) -> bool:
+    """The window before reported a GPU-share drop that this one no longer shows (or does not report)."""
+    prior, now = snap.prior_gpu_share, snap.gpu_share
+    return prior is not None and prior < th.gpu_share_reduced and (now is None or now >= th.gpu_share_reduced)
+
+
 def _contention_tail(snap: SliceSnapshot, th: Thresholds) -> bool:
     """The window before reported a GPU-share drop this one no longer shows (or does not report), and
     requests were served, running or finished here: those that decoded under the co-tenant finish in
     this window, and their TPOT tail (the client's, whose excess is the SLO's) carries its slower
     steps, while the window's own gauges read clean and its P99 TPOT at or over its reference but
     under any bar (v14)."""
-    prior, now = snap.prior_gpu_share, snap.gpu_share
-    if prior is None or prior >= th.gpu_share_reduced or (now is not None and now < th.gpu_share_reduced):
+    if not _share_left(snap, th):
         return False
     # The excess it explains is the decode tail's: a window whose P99 TPOT sits under its measured
     # reference (or lacks either) shows no slower step finishing here.
