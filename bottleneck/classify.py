@@ -23,7 +23,7 @@ network and compute (and an unexplained ``base``). The regimes follow from that 
   would be the queue: the queue is the backlog the slowed engines left, secondary to compute at
   ``TAIL`` (the next window, with no drop before it, reads the queue on its own if it still stands);
 - a measured delay binds only where it is a material part of what the first tokens lost
-  (``delay_excess_share`` of the TTFT excess, the median's where measured, v18): a 130 ms step
+  (``delay_excess_share`` of the TTFT excess, the P99's where measured, v18): a 130 ms step
   beside a queue that holds first tokens for seconds is not what binds;
 - healthy: nothing binds. An SLO at risk shows in ``slo`` and ``slo_signal``, never in the regime.
   A tier with nothing served, running or waiting in the window is healthy (idle), not unknown
@@ -111,15 +111,25 @@ def _delay_shown(attribution: Attribution, delay_ttft_s: float, th: Thresholds) 
 
 def _delay_counts(attribution: Attribution, delay_ttft_s: float, th: Thresholds) -> bool:
     """Whether the delay is a material part of what the first tokens lost: at least
-    ``delay_excess_share`` of the TTFT excess over the reference, the median's where the window has
-    one (a queue inflates the P99 most). A 130 ms step beside a 10 s queue does not bind (v18): the
-    queue's remedy comes first there, and removing the delay would leave the breach."""
-    excess: dict[str, float] = {}
+    ``delay_excess_share`` of the TTFT excess over the reference, the P99's (the SLO's statistic,
+    the truth's) where the window has it, else the median's (or the mean's, which stands in for a
+    missing median). A 130 ms step beside a 10 s queue does not bind (v18): the queue's remedy
+    comes first there, and removing the delay would leave the breach. A verdict judged without the
+    P99 is capped (``_delay_judged_without_p99``): the P99 could say otherwise."""
+    judged: float | None = None
     for s in attribution.shares:
-        if s.stat.startswith("ttft") and s.reference_s is not None:
-            excess[s.stat] = s.observed_s - s.reference_s
-    judged = excess.get("ttft_p50", excess.get("ttft_p99"))
+        if s.stat == "ttft_p99" and s.reference_s is not None:
+            judged = s.observed_s - s.reference_s
+            break
+        if s.stat == "ttft_p50" and s.reference_s is not None:
+            judged = s.observed_s - s.reference_s  # kept unless the P99's follows
     return judged is None or ge(delay_ttft_s, th.delay_excess_share * judged)
+
+
+def _delay_judged_without_p99(attribution: Attribution) -> bool:
+    """A TTFT statistic judged the delay, and the P99 (the one ``_delay_counts`` prefers) is not there."""
+    stats = {s.stat for s in attribution.shares if s.stat.startswith("ttft") and s.reference_s is not None}
+    return bool(stats) and "ttft_p99" not in stats
 
 
 def _queue_building(snap: SliceSnapshot, th: Thresholds) -> bool:
@@ -257,8 +267,8 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     delay_bar = th.delay_material_slo_fraction * signals.slo_ttft_s(snap, th)
     material_delay = delay_bar > 0 and ge(ph.delay_ttft_s, delay_bar)
     # ... and only where it is a material part of the first tokens' excess (``_delay_counts``, v18).
-    counts = material_delay and _delay_counts(attribution, ph.delay_ttft_s, th)
-    delay_shown = _delay_shown(attribution, ph.delay_ttft_s, th) if counts else []
+    delay_shown_any = _delay_shown(attribution, ph.delay_ttft_s, th) if material_delay else []
+    delay_shown = delay_shown_any if _delay_counts(attribution, ph.delay_ttft_s, th) else []
     delay_margin = math.log2(min(ph.delay_ttft_s / delay_bar, RATIO_MAX)) if delay_shown else 0.0
     delay_rests = [st for st in delay_shown if st.endswith("p50")] or delay_shown  # a median needs fewer requests
     delay_binds = bool(delay_shown) and "network" not in binding
@@ -290,7 +300,8 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         # v18: a queue in the window after a GPU-share drop (the co-tenant has left since) is the backlog
         # the slowed engines left: compute's, read at TAIL like ``_contention_tail`` (nothing to remedy
         # that the drained queue will not); the queue stays secondary.
-        backlog = bool(binding) and binding[0] == "queue" and not share_cut and "compute" not in binding and _share_left(snap, th)
+        backlog = not named and bool(binding) and binding[0] == "queue" and not share_cut and "compute" not in binding
+        backlog = backlog and _share_left(snap, th)
         if backlog:
             binding.insert(0, "compute")
             tail = True
@@ -372,6 +383,11 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             # (``_wan_tail_quiet``): without either, the window cannot rule that out (v15, found by
             # v14's blind score: s9156-all-standard-w03, compute 0.70 whole, network 0.80 without its P99 TTFT).
             caps.append("a full WAN link judged without both TTFT statistics, which could show it delays no first token")
+        if material_delay and delay_shown_any and _delay_judged_without_p99(attribution):
+            # v18's review: ``_delay_counts`` judges the delay on the P99's excess, on the median's
+            # only without it. Beside a queue the P99's excess is the larger, so removing the P99
+            # could turn a confident queue (the delay under a quarter of it) into a confident network.
+            caps.append("a material WAN delay judged without the P99 TTFT, which could show it is under a quarter of the excess")
         if regime is not Regime.NETWORK_LIMITED and material_delay and not has_ttft:
             # The delay binds where a first token shows it (``delay_shown``): with no TTFT statistic
             # the window cannot say it does not (v15, a review's counterexample: network 0.68 through

@@ -49,12 +49,13 @@ class Thresholds:
     # the next, or not at all), while the RTT gauge reads it directly. 0.1: 50 ms of the brief's
     # 500 ms SLO, the corpus's materiality floor for TTFT (a share, so the rule scales with the SLO).
     delay_material_slo_fraction: float = 0.1
-    # ... and only where it shows: half of it in the P50 or P99 TTFT excess (the quantiles are coarse;
-    # a delay the first tokens do not show is a gauge on another path than the tier's requests).
+    # ... and only where it shows: 40 % of it in the P50 or P99 TTFT excess (half until v18; the
+    # quantiles are coarse; a delay the first tokens do not show is a gauge on another path than the
+    # tier's requests).
     delay_shown_fraction: float = 0.4
-    # ... and where it is a material part of the excess: a quarter of the TTFT's (the median's where
-    # measured), the corpus truth's bar for a cause. A step under a queue that holds first tokens for
-    # seconds is not what binds: removing it leaves the breach (v18).
+    # ... and where it is a material part of the excess: a quarter of the P99 TTFT's (the SLO's
+    # statistic; the median's or mean's without it), the corpus truth's bar for a cause. A step under
+    # a queue that holds first tokens for seconds is not what binds: removing it leaves the breach (v18).
     delay_excess_share: float = 0.25
     wan_rtt_noise_ratio: float = 0.2  # an RTT within 20 % of its reference is jitter (the brief's tiers' spread), not a delay step
     # Decode never runs faster than its unloaded step, so a median TPOT under half the reference's is

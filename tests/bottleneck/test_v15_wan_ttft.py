@@ -39,7 +39,9 @@ def test_the_blind_window_keeps_the_rule() -> None:
 
 def test_a_delay_no_ttft_statistic_could_show_caps_another_resource() -> None:
     full = classify(DELAYED)
-    assert full.regime is Regime.NETWORK_LIMITED and full.confidence >= CONFIDENT  # the TTFT mean shows the delay
+    assert full.regime is Regime.NETWORK_LIMITED  # the TTFT mean shows the delay
+    # v18: judged without the P99 TTFT, which could show the delay under a quarter of the excess.
+    assert full.confidence < CONFIDENT
     less = classify(dataclasses.replace(DELAYED, ttft_mean_s=None))
     assert less.regime is Regime.COMPUTE_LIMITED and less.confidence < CONFIDENT
     assert any(e.signal == "confidence_cap" and "no TTFT statistic could show it" in (e.note or "") for e in less.evidence)
