@@ -43,7 +43,8 @@ the TPOT share), a fallback reference, a queue verdict with no queue seen (or, a
 without the gauge and both TPOT statistics), a healthy TTFT past a full link's bar with the link's
 state incomplete, too few requests for the quantile the verdict rests on (one binding through
 several statistics rests on those its counts bound, v11), a full WAN link judged without both TTFT
-statistics or a material WAN delay with none (v15). Removing a field therefore never turns a
+statistics or a material WAN delay with none (v15), a delay that shows judged without the
+measured P99 TTFT (v18). Removing a field therefore never turns a
 confident verdict into a different confident one (property-tested, and tested over every committed
 corpus window).
 """
@@ -53,7 +54,7 @@ from __future__ import annotations
 import math
 
 from inferslice.bottleneck import calibration, confidence, signals, unsure
-from inferslice.bottleneck.attribution import Physics, attribute, ge, settle
+from inferslice.bottleneck.attribution import Physics, Refs, attribute, ge, settle
 from inferslice.bottleneck.judge import EPS, INDEX, ORDER, RATIO_MAX, Judge, binding_margin
 from inferslice.bottleneck.rounding import r4
 from inferslice.bottleneck.signals import Reading
@@ -109,27 +110,29 @@ def _delay_shown(attribution: Attribution, delay_ttft_s: float, th: Thresholds) 
     ]
 
 
-def _delay_counts(attribution: Attribution, delay_ttft_s: float, th: Thresholds) -> bool:
+def _delay_counts(attribution: Attribution, refs: Refs, delay_ttft_s: float, th: Thresholds) -> bool:
     """Whether the delay is a material part of what the first tokens lost: at least
     ``delay_excess_share`` of the TTFT excess over the reference, the P99's (the SLO's statistic,
-    the truth's) where the window has it, else the median's (or the mean's, which stands in for a
-    missing median). A 130 ms step beside a 10 s queue does not bind (v18): the queue's remedy
-    comes first there, and removing the delay would leave the breach. A verdict judged without the
-    P99 is capped (``_delay_judged_without_p99``): the P99 could say otherwise."""
-    judged: float | None = None
+    the truth's) where the window has it against a measured reference, else the median's (or the
+    mean's, which stands in for a missing median). A 130 ms step beside a 10 s queue does not bind
+    (v18): the queue's remedy comes first there, and removing the delay would leave the breach. A
+    verdict not judged on the measured P99 is capped (``_delay_off_measured_p99``)."""
+    excess: dict[str, float] = {}
     for s in attribution.shares:
-        if s.stat == "ttft_p99" and s.reference_s is not None:
-            judged = s.observed_s - s.reference_s
-            break
-        if s.stat == "ttft_p50" and s.reference_s is not None:
-            judged = s.observed_s - s.reference_s  # kept unless the P99's follows
+        if s.stat.startswith("ttft") and s.reference_s is not None:
+            excess[s.stat] = s.observed_s - s.reference_s
+    if "ttft_p99" in excess and refs.ttft_tail_kind == "ref":
+        judged: float | None = excess["ttft_p99"]
+    else:
+        judged = excess.get("ttft_p50", excess.get("ttft_p99"))
     return judged is None or ge(delay_ttft_s, th.delay_excess_share * judged)
 
 
-def _delay_judged_without_p99(attribution: Attribution) -> bool:
-    """A TTFT statistic judged the delay, and the P99 (the one ``_delay_counts`` prefers) is not there."""
+def _delay_off_measured_p99(attribution: Attribution, refs: Refs) -> bool:
+    """The delay was judged on a TTFT statistic other than the P99 against its measured reference
+    (the window lacks the P99, or its reference, derived by the prior, is no measurement)."""
     stats = {s.stat for s in attribution.shares if s.stat.startswith("ttft") and s.reference_s is not None}
-    return bool(stats) and "ttft_p99" not in stats
+    return bool(stats) and not ("ttft_p99" in stats and refs.ttft_tail_kind == "ref")
 
 
 def _queue_building(snap: SliceSnapshot, th: Thresholds) -> bool:
@@ -268,7 +271,7 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     material_delay = delay_bar > 0 and ge(ph.delay_ttft_s, delay_bar)
     # ... and only where it is a material part of the first tokens' excess (``_delay_counts``, v18).
     delay_shown_any = _delay_shown(attribution, ph.delay_ttft_s, th) if material_delay else []
-    delay_shown = delay_shown_any if _delay_counts(attribution, ph.delay_ttft_s, th) else []
+    delay_shown = delay_shown_any if _delay_counts(attribution, ph.refs, ph.delay_ttft_s, th) else []
     delay_margin = math.log2(min(ph.delay_ttft_s / delay_bar, RATIO_MAX)) if delay_shown else 0.0
     delay_rests = [st for st in delay_shown if st.endswith("p50")] or delay_shown  # a median needs fewer requests
     delay_binds = bool(delay_shown) and "network" not in binding
@@ -371,6 +374,11 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
         centre_missing = snap.ttft_p50_s is None and (snap.ttft_mean_s is not None or not p99_breached)
         if regime in (Regime.QUEUE_LIMITED, Regime.HEALTHY) and centre_missing and not slack:
             caps.append("TTFT judged without its median")
+        if regime is Regime.HEALTHY and has_ttft and snap.ttft_p99_s is None and not slack and snap.requests_waiting != 0:
+            # v18's review grid: a P99 TTFT past the SLO binds the queue by itself (a breach beside
+            # a median under its bar); a healthy verdict read without it, while requests wait (or
+            # the gauge is missing), could be that queue's (queue 0.86 whole, healthy 0.99 without).
+            caps.append("TTFT judged without its P99 while requests wait: the tail could breach the SLO")
         if unsure.prior_decides(ph, judge, regime, snap, th, rests_on):
             caps.append("a reference statistic the window lacked (derived by a prior) decides")
         # Judged (a reading with evidence) and none of those against a reference.
@@ -383,11 +391,14 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             # (``_wan_tail_quiet``): without either, the window cannot rule that out (v15, found by
             # v14's blind score: s9156-all-standard-w03, compute 0.70 whole, network 0.80 without its P99 TTFT).
             caps.append("a full WAN link judged without both TTFT statistics, which could show it delays no first token")
-        if material_delay and delay_shown_any and _delay_judged_without_p99(attribution):
-            # v18's review: ``_delay_counts`` judges the delay on the P99's excess, on the median's
-            # only without it. Beside a queue the P99's excess is the larger, so removing the P99
-            # could turn a confident queue (the delay under a quarter of it) into a confident network.
-            caps.append("a material WAN delay judged without the P99 TTFT, which could show it is under a quarter of the excess")
+        if delay_shown_any and _delay_off_measured_p99(attribution, ph.refs):
+            # v18's reviews: ``_delay_counts`` judges the delay on the P99's excess against its measured
+            # reference, on the median's only without them. Beside a queue the P99's excess is the
+            # larger, so removing the P99 (or its reference: the prior derives one) could turn a
+            # confident queue (the delay under a quarter of it) into a confident network, or back. A
+            # network binding without the delay is capped too: against a derived reference the delay's
+            # own share of the TTFT can bind it (a review's counterexample), so it cannot be told apart.
+            caps.append("a material WAN delay judged without the measured P99 TTFT, which could show it is under a quarter of the excess")
         if regime is not Regime.NETWORK_LIMITED and material_delay and not has_ttft:
             # The delay binds where a first token shows it (``delay_shown``): with no TTFT statistic
             # the window cannot say it does not (v15, a review's counterexample: network 0.68 through

@@ -139,3 +139,36 @@ def test_removing_a_ttft_statistic_never_flips_a_confident_delay_verdict(p50: fl
         less = classify(dataclasses.replace(window, **{field: None}))
         if whole.confidence >= CONFIDENT and less.confidence >= CONFIDENT:
             assert less.regime is whole.regime, field
+
+
+@pytest.mark.parametrize(
+    "window",
+    [
+        # A second review's counterexamples (v18 amended once): the P99's reference removed, the
+        # prior derives one, and the delay's quarter bar moved with it.
+        dict(wan_rtt_s=0.309, ref_ttft_p50_s=0.3, ref_ttft_p99_s=0.6, ttft_p50_s=1.8, ttft_p99_s=1.9),
+        dict(wan_rtt_s=0.139, ref_ttft_p50_s=0.13, ref_ttft_p99_s=0.78, ttft_p50_s=0.83, ttft_p99_s=1.18),
+        dict(wan_rtt_s=0.309, ref_ttft_p50_s=None, ref_ttft_p99_s=0.8, ttft_p50_s=2.82, ttft_p99_s=2.9),
+    ],
+)
+def test_removing_the_p99_reference_never_flips_a_confident_delay_verdict(window: dict[str, float | None]) -> None:
+    whole_window = dataclasses.replace(CLEAN, request_count=2000.0, **QUEUED, **window)  # type: ignore[arg-type]
+    whole = classify(whole_window)
+    for field in ("ref_ttft_p99_s", "ref_ttft_p50_s", "ttft_p50_s", "ttft_p99_s"):
+        less = classify(dataclasses.replace(whole_window, **{field: None}))
+        if whole.confidence >= CONFIDENT and less.confidence >= CONFIDENT:
+            assert less.regime is whole.regime, field
+
+
+def test_a_healthy_verdict_without_the_p99_while_requests_wait_is_capped() -> None:
+    # The review's grid (the same in v17): a P99 over the SLO beside a median under its bar binds the
+    # queue; without the P99 the window read a confident healthy.
+    window = dataclasses.replace(CLEAN, ttft_p50_s=0.5, ttft_p99_s=1.0, ref_ttft_p50_s=0.3, ref_ttft_p99_s=0.6,
+                                 requests_waiting=2.0, requests_running=12.0, replicas=6.0, request_count=2000.0)  # fmt: skip
+    whole = classify(window)
+    assert whole.regime is Regime.QUEUE_LIMITED and whole.confidence >= CONFIDENT
+    less = classify(dataclasses.replace(window, ttft_p99_s=None))
+    assert less.regime is Regime.HEALTHY and less.confidence < CONFIDENT
+    # Nothing waiting: the P99 has no queue to show, and the healthy verdict stands confident.
+    idle_queue = classify(dataclasses.replace(window, ttft_p99_s=None, requests_waiting=0.0))
+    assert idle_queue.regime is Regime.HEALTHY and idle_queue.confidence >= CONFIDENT
