@@ -26,18 +26,12 @@ from inferslice.bottleneck.classify import TAIL
 from inferslice.bottleneck.thresholds import DEFAULT
 from inferslice.control.settings import ControlSettings
 from inferslice.diagnosis import CONFIDENT, Regime
-from inferslice.snapshot import SliceSnapshot
 
-# Every statistic at its reference, a free link and WAN path at their base RTT: healthy by itself.
-CLEAN = SliceSnapshot(
-    "premium", window_end_s=1000.0, window_s=6.0, slo_ttft_p99_s=0.5,
-    ttft_p50_s=0.08, ttft_p99_s=0.2, tpot_p50_s=0.05, tpot_p99_s=0.05, output_tokens_per_s=100.0,
-    request_count=40.0, tpot_request_count=10.0, requests_running=3.0, requests_waiting=0.0,
-    replicas=2.0, replicas_max=6.0, gpu_share=1.0,
-    link_rx_bps=4e5, link_cap_bps=1e10, link_capacity_bps=1e10,
-    wan_rx_bps=1e6, wan_capacity_bps=27.9e6, wan_rtt_s=0.009, wan_base_rtt_s=0.009,
-    ref_ttft_p50_s=0.08, ref_ttft_p99_s=0.2, ref_tpot_p50_s=0.05, ref_tpot_p99_s=0.05, ref_output_tokens_per_s=100.0,
-)  # fmt: skip
+from .test_v14_contention_tail import CLEAN as V14_CLEAN
+
+# v14's clean window (every statistic at its reference, the link far from its cap, requests in
+# flight: healthy by itself), with a WAN path at its base RTT and more requests served.
+CLEAN = dataclasses.replace(V14_CLEAN, request_count=40.0, wan_rx_bps=1e6, wan_capacity_bps=27.9e6, wan_rtt_s=0.009, wan_base_rtt_s=0.009)
 DELAY_S = 0.13  # the path's RTT 130 ms over its base: one RTT per first token (``delay_rtts_per_first_token``)
 DELAYED = dataclasses.replace(CLEAN, wan_rtt_s=0.009 + DELAY_S)
 # Forty requests wait at the ceiling, twelve run.
