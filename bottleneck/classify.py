@@ -110,29 +110,24 @@ def _delay_shown(attribution: Attribution, delay_ttft_s: float, th: Thresholds) 
     ]
 
 
-def _delay_counts(attribution: Attribution, refs: Refs, delay_ttft_s: float, th: Thresholds) -> bool:
-    """Whether the delay is a material part of what the first tokens lost: at least
-    ``delay_excess_share`` of the TTFT excess over the reference, the P99's (the SLO's statistic,
-    the truth's) where the window has it against a measured reference, else the median's (or the
-    mean's, which stands in for a missing median). A 130 ms step beside a 10 s queue does not bind
-    (v18): the queue's remedy comes first there, and removing the delay would leave the breach. A
-    verdict not judged on the measured P99 is capped (``_delay_off_measured_p99``)."""
-    excess: dict[str, float] = {}
+def _delay_judged(attribution: Attribution, refs: Refs) -> tuple[float | None, bool]:
+    """The TTFT excess a delay that shows is judged against (v18), and whether it is the P99's against
+    its measured reference: the P99 is the SLO's statistic and the truth's; without it (or with a
+    reference the prior derived) the median's, or the mean's that stands in for a missing median.
+    A delay under ``delay_excess_share`` of it does not bind: beside a 10 s queue a 130 ms step is not
+    what the first tokens lost, and removing it would leave the breach. A verdict not judged on the
+    measured P99 is capped: the P99 could say otherwise."""
+    p50: float | None = None
+    p99: float | None = None
     for s in attribution.shares:
-        if s.stat.startswith("ttft") and s.reference_s is not None:
-            excess[s.stat] = s.observed_s - s.reference_s
-    if "ttft_p99" in excess and refs.ttft_tail_kind == "ref":
-        judged: float | None = excess["ttft_p99"]
-    else:
-        judged = excess.get("ttft_p50", excess.get("ttft_p99"))
-    return judged is None or ge(delay_ttft_s, th.delay_excess_share * judged)
-
-
-def _delay_off_measured_p99(attribution: Attribution, refs: Refs) -> bool:
-    """The delay was judged on a TTFT statistic other than the P99 against its measured reference
-    (the window lacks the P99, or its reference, derived by the prior, is no measurement)."""
-    stats = {s.stat for s in attribution.shares if s.stat.startswith("ttft") and s.reference_s is not None}
-    return bool(stats) and not ("ttft_p99" in stats and refs.ttft_tail_kind == "ref")
+        if s.reference_s is not None:
+            if s.stat == "ttft_p99":
+                p99 = s.observed_s - s.reference_s
+            elif s.stat == "ttft_p50":
+                p50 = s.observed_s - s.reference_s
+    if p99 is not None and refs.ttft_tail_kind == "ref":
+        return p99, True
+    return (p50 if p50 is not None else p99), p50 is None and p99 is None
 
 
 def _queue_building(snap: SliceSnapshot, th: Thresholds) -> bool:
@@ -269,9 +264,11 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
     # where the first tokens show it (``delay_shown_fraction`` of it in a TTFT statistic's excess).
     delay_bar = th.delay_material_slo_fraction * signals.slo_ttft_s(snap, th)
     material_delay = delay_bar > 0 and ge(ph.delay_ttft_s, delay_bar)
-    # ... and only where it is a material part of the first tokens' excess (``_delay_counts``, v18).
+    # ... and only where it is a material part of the first tokens' excess (``_delay_judged``, v18).
     delay_shown_any = _delay_shown(attribution, ph.delay_ttft_s, th) if material_delay else []
-    delay_shown = delay_shown_any if _delay_counts(attribution, ph.refs, ph.delay_ttft_s, th) else []
+    delay_excess, delay_on_p99 = _delay_judged(attribution, ph.refs) if delay_shown_any else (None, True)
+    delay_counts = delay_excess is None or ge(ph.delay_ttft_s, th.delay_excess_share * delay_excess)
+    delay_shown = delay_shown_any if delay_counts else []
     delay_margin = math.log2(min(ph.delay_ttft_s / delay_bar, RATIO_MAX)) if delay_shown else 0.0
     delay_rests = [st for st in delay_shown if st.endswith("p50")] or delay_shown  # a median needs fewer requests
     delay_binds = bool(delay_shown) and "network" not in binding
@@ -316,17 +313,18 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             if named:
                 caps.append("no resource's share is material alone: the largest is named")
                 rests_on = [r[0] for r in judge.rows if r[4] and r[6]]
-            elif backlog:
+            elif backlog or share_cut:
                 margin, rests_on = 0.0, [r[0] for r in judge.rows if r[4] and r[6]]
-                note = (
-                    f"the queue is the backlog of engines the window before slowed to a GPU share of {snap.prior_gpu_share:.2g}: "
-                    "the co-tenant has left, and the queue drains at the full share"
-                )
-            elif share_cut:
-                margin, rests_on = 0.0, [r[0] for r in judge.rows if r[4] and r[6]]
-                note = (
-                    f"requests queue behind replicas slowed {ph.engine_slowdown:.2g}x by their GPU share: move them before adding replicas"
-                )
+                if backlog:
+                    note = (
+                        f"the queue is the backlog of engines the window before slowed to a GPU share of {snap.prior_gpu_share:.2g}: "
+                        "the co-tenant has left, and the queue drains at the full share"
+                    )
+                else:
+                    note = (
+                        f"requests queue behind replicas slowed {ph.engine_slowdown:.2g}x by their GPU share: "
+                        "move them before adding replicas"
+                    )
             elif delay_binds:
                 margin, rests_on = delay_margin, delay_rests
                 note = f"the path's RTT adds {ph.delay_ttft_s * 1e3:.0f} ms to every first token (measured, not inferred from TTFT)"
@@ -391,8 +389,8 @@ def classify(snapshot: SliceSnapshot, reference: Reference | None = None, thresh
             # (``_wan_tail_quiet``): without either, the window cannot rule that out (v15, found by
             # v14's blind score: s9156-all-standard-w03, compute 0.70 whole, network 0.80 without its P99 TTFT).
             caps.append("a full WAN link judged without both TTFT statistics, which could show it delays no first token")
-        if delay_shown_any and _delay_off_measured_p99(attribution, ph.refs):
-            # v18's reviews: ``_delay_counts`` judges the delay on the P99's excess against its measured
+        if not delay_on_p99:
+            # v18's reviews: ``_delay_judged`` judges the delay on the P99's excess against its measured
             # reference, on the median's only without them. Beside a queue the P99's excess is the
             # larger, so removing the P99 (or its reference: the prior derives one) could turn a
             # confident queue (the delay under a quarter of it) into a confident network, or back. A
